@@ -1,0 +1,48 @@
+"""The ``farm`` command line. Each subcommand lives in its own module here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from farm import __version__
+from farm.errors import FarmError
+
+_COMMANDS = ("serve", "demo", "envs", "describe", "health")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from farm.cli import demo, inspect, serve
+
+    parser = argparse.ArgumentParser(
+        prog="farm", description="An asynchronous online environment farm for GUI-agent RL."
+    )
+    parser.add_argument("--version", action="version", version=f"farm {__version__}")
+    parser.add_argument(
+        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default), ERROR"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve.add_parser(sub)
+    demo.add_parser(sub)
+    inspect.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.func(args) or 0)
+    except FarmError as e:
+        print(f"farm: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

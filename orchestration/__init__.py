@@ -1,0 +1,1 @@
+"""Sandbox orchestration: local processes, Docker and Ray backends (not built yet)."""
