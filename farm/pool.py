@@ -90,7 +90,11 @@ class AsyncEnvPool:
         if errors:
             await asyncio.gather(*(e.close() for e in envs), return_exceptions=True)
             raise errors[0]
-        return cls(envs, batch_size or num_envs, autoreset)
+        try:
+            return cls(envs, batch_size or num_envs, autoreset)
+        except BaseException:  # e.g. a bad batch_size: close the sessions just opened
+            await asyncio.gather(*(e.close() for e in envs), return_exceptions=True)
+            raise
 
     # ------------------------------------------------------------ batching
 

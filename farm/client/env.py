@@ -60,8 +60,14 @@ class AsyncRemoteEnv:
         deadline = time.monotonic() + self.reconnect_timeout_s
         delay = 0.05
         while True:
+            # no single attempt may outlast the deadline (a stale unix socket file or an
+            # unreachable host would otherwise hold each attempt for the full open timeout)
+            remaining = deadline - time.monotonic()
+            timeout = max(0.1, min(self._open_kwargs.get("timeout", 10.0), remaining))
             try:
-                session = await AsyncSession.open(self.address, **self._open_kwargs)
+                session = await AsyncSession.open(
+                    self.address, **{**self._open_kwargs, "timeout": timeout}
+                )
                 break
             except SandboxUnavailableError as e:
                 if time.monotonic() + delay > deadline:

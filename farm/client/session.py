@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from farm import codec
+from farm import codec, wire
 from farm.address import Address
 from farm.errors import (
     FarmError,
@@ -142,16 +142,28 @@ class AsyncSession:
 
     # ------------------------------------------------------------ pipelined API
 
-    async def _send(self, req: pb.SessionRequest, kind: str) -> None:
+    async def _send(self, req: pb.SessionRequest | bytes, kind: str) -> None:
         if self.closed:
             raise SandboxUnavailableError(f"session {self.session_id} is closed")
+        data = req if isinstance(req, bytes) else req.SerializeToString()
         try:
-            await self._call.write(req.SerializeToString())
+            await self._call.write(data)
         except grpc.RpcError as e:
             self.closed = True
+            if e.code() == grpc.StatusCode.INTERNAL:
+                # gRPC core failed the write ("Internal error from Core"): the stream broke
+                # (server killed or gone) before its status arrived; the session is lost.
+                raise SandboxUnavailableError(
+                    f"session {self.session_id} has ended: the stream broke while sending "
+                    f"({e.details()})"
+                ) from None
             raise from_rpc_error(e) from None
         except asyncio.InvalidStateError as e:  # the stream already finished
             self.closed = True
+            code = await self._call.code() if self._call.done() else grpc.StatusCode.OK
+            if code != grpc.StatusCode.OK:  # say why it ended (e.g. reaped: DEADLINE_EXCEEDED)
+                details = await self._call.details()
+                raise from_status(code, f"session {self.session_id} has ended: {details}") from None
             raise SandboxUnavailableError(f"session {self.session_id} has ended: {e}") from None
         self._pending.append(kind)
 
@@ -168,9 +180,7 @@ class AsyncSession:
         await self._send(req, "reset")
 
     async def send_step(self, action: Any) -> None:
-        req = pb.SessionRequest()
-        codec.encode_value(self.action_space, action, req.step.action)
-        await self._send(req, "step")
+        await self._send(wire.step_request(self.action_space, action), "step")
 
     @property
     def pending(self) -> int:
@@ -194,19 +204,37 @@ class AsyncSession:
             if code == grpc.StatusCode.OK:
                 code, details = grpc.StatusCode.UNAVAILABLE, "server ended the session"
             raise from_status(code, details)
-        resp = pb.SessionResponse.FromString(data)
-        if resp.HasField("error"):
-            _raise_error(resp)
-        if kind == "step":
-            s = resp.step
-            obs = codec.decode_value(self.observation_space, s.observation)
-            return obs, s.reward, s.terminated, s.truncated, codec.decode_info(s.info_json)
-        if kind == "reset":
-            r = resp.reset
-            return codec.decode_value(self.observation_space, r.observation), codec.decode_info(
-                r.info_json
-            )
-        return None
+        rkind, payload = wire.read_response(data)
+        if rkind == wire.R_ERROR:
+            raise from_status(status_code(payload[0]), payload[1])
+        space = self.observation_space
+        if kind == "step" and rkind == wire.R_STEP:
+            obs, reward, terminated, truncated, info = None, 0.0, False, False, b""
+            for field, _, val in payload:
+                if field == 1:
+                    obs = wire.read_value(space, data, *val)
+                elif field == 2:
+                    reward = wire.read_double(data, val)
+                elif field == 3:
+                    terminated = bool(val)
+                elif field == 4:
+                    truncated = bool(val)
+                elif field == 5:
+                    info = data[val[0] : val[1]]
+            if obs is None:
+                raise ProtocolError("step response without an observation")
+            return obs, reward, terminated, truncated, codec.decode_info(info)
+        if kind == "reset" and rkind == wire.R_RESET:
+            obs, info = None, b""
+            for field, _, val in payload:
+                if field == 1:
+                    obs = wire.read_value(space, data, *val)
+                elif field == 2:
+                    info = data[val[0] : val[1]]
+            if obs is None:
+                raise ProtocolError("reset response without an observation")
+            return obs, codec.decode_info(info)
+        raise ProtocolError(f"expected a {kind} response, got response field {rkind}")
 
     # ------------------------------------------------------------ request/response
 

@@ -81,8 +81,9 @@ class Server:
     """A farm server for one environment (a spec string or a factory).
 
     ``await start()`` binds and returns the bound address; ``await stop()``
-    drains (DRAINING in health, new sessions refused), waits up to the grace
-    period, then closes every env and removes the unix socket file.
+    drains (DRAINING in health, new sessions refused, idle sessions ended with
+    UNAVAILABLE), lets requests in flight finish for up to the grace period,
+    then closes every env and removes the unix socket file.
     """
 
     def __init__(
@@ -148,7 +149,7 @@ class Server:
     async def stop(self, grace: float | None = None) -> None:
         if self._server is None:
             return
-        self.service.draining = True
+        self.service.drain()
         grace = self.config.shutdown_grace_s if grace is None else grace
         await self._server.stop(grace)
         if self._reaper is not None:

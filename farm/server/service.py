@@ -195,6 +195,8 @@ class EnvironmentService:
                 await write(await handle(data))
                 if session.closed:
                     break
+                if self.draining:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
         except asyncio.CancelledError:
             if session.reaped:
                 await context.abort(
@@ -202,6 +204,8 @@ class EnvironmentService:
                     f"session {session.session_id} was idle for more than "
                     f"{self.idle_timeout_s:g} s and has been reaped",
                 )
+            if self.draining:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
             raise
         finally:
             self._unregister(session)
@@ -241,6 +245,17 @@ class EnvironmentService:
             n = await self.reap_idle()
             if n:
                 log.info("reaped %d idle session(s)", n)
+
+    def drain(self) -> None:
+        """Refuse new sessions and end every session that is not mid-request.
+
+        Sessions with a request in flight end (UNAVAILABLE) after answering it.
+        """
+        self.draining = True
+        for sid, session in list(self.sessions.items()):
+            task = self._tasks.get(sid)
+            if not session.busy and task is not None:
+                task.cancel()
 
     async def close_all(self) -> None:
         """Cancel remaining sessions and wait until every env is closed."""

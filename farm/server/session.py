@@ -14,7 +14,7 @@ import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from farm import codec
+from farm import codec, wire
 from farm.env import EnvRunner
 from farm.errors import EncodingError, RemoteError
 from farm.proto import farm_pb2 as pb
@@ -70,64 +70,66 @@ class Session:
         self.busy = True
         try:
             try:
-                req = pb.SessionRequest.FromString(data)
-            except DecodeError as e:
+                kind, body = _parse_request(data)
+            except EncodingError as e:
                 return error_response(
                     _INVALID, f"malformed SessionRequest ({len(data)} bytes): {e}"
                 )
-            kind = req.WhichOneof("request")
-            if kind == "step":
-                return await self._step(req.step)
-            if kind == "reset":
-                return await self._reset(req.reset)
-            if kind == "close":
+            if kind == _STEP:
+                return await self._step(data, body)
+            if kind == _RESET:
+                return await self._reset(data, body)
+            if kind == _CLOSE:
                 self.closed = True
-                resp = pb.SessionResponse()
-                resp.closed.SetInParent()
-                return resp.SerializeToString()
-            if kind == "open":
+                return _CLOSED_RESPONSE
+            if kind == _OPEN:
                 return error_response(_PRECONDITION, "this session is already open")
             return error_response(_INVALID, "SessionRequest has no request set")
         finally:
             self.busy = False
             self.last_active = time.monotonic()
 
-    def _encode_observation(self, obs: Any, out: pb.Value) -> None:
-        codec.encode_value(self.observation_space, obs, out)
-        if self.image_encoding != pb.IMAGE_ENCODING_RAW:
-            from farm.images import encode_images_in_value
+    def _observation_bytes(self, response: bytes) -> bytes:
+        """Re-encode the images of a serialized response, if the client asked for it."""
+        if self.image_encoding == pb.IMAGE_ENCODING_RAW:
+            return response
+        from farm.images import encode_images_in_value
 
-            encode_images_in_value(out, self.image_encoding, self.jpeg_quality)
+        msg = pb.SessionResponse.FromString(response)
+        sub = msg.step if msg.HasField("step") else msg.reset
+        encode_images_in_value(sub.observation, self.image_encoding, self.jpeg_quality)
+        return msg.SerializeToString()
 
-    async def _reset(self, msg: pb.ResetRequest) -> bytes:
-        seed = msg.seed if msg.HasField("seed") else None
+    async def _reset(self, data: bytes, body: tuple[int, int]) -> bytes:
         try:
+            msg = pb.ResetRequest.FromString(data[body[0] : body[1]])
             options = codec.decode_info(msg.options_json) or None
-        except EncodingError as e:
-            return error_response(_INVALID, f"invalid reset options: {e}")
+        except (DecodeError, EncodingError) as e:
+            return error_response(_INVALID, f"invalid reset request: {e}")
+        seed = msg.seed if msg.HasField("seed") else None
         self.running = False
         self.end_reason = "the last reset() failed; call reset() again"
         try:
             obs, info = await self.runner.reset(seed, options)
         except Exception as e:  # noqa: BLE001 - the env's failure is reported, never fatal
             return error_response(*_env_failure("env.reset()", e))
-        resp = pb.SessionResponse()
         try:
-            self._encode_observation(obs, resp.reset.observation)
-            resp.reset.info_json = codec.encode_info(info)
+            resp = wire.reset_response(self.observation_space, obs, codec.encode_info(info))
+            resp = self._observation_bytes(resp)
         except (EncodingError, TypeError, ValueError) as e:
             return error_response(
                 _INTERNAL, f"env.reset() returned an observation/info that cannot be sent: {e}"
             )
         self.running = True
         self.steps = 0
-        return resp.SerializeToString()
+        return resp
 
-    async def _step(self, msg: pb.StepRequest) -> bytes:
+    async def _step(self, data: bytes, body: tuple[int, int]) -> bytes:
         if not self.running:
             return error_response(_PRECONDITION, f"step() refused: {self.end_reason}")
         try:
-            action = codec.decode_value(self.action_space, msg.action)
+            action_range = _action_range(data, body)
+            action = wire.read_value(self.action_space, data, *action_range)
         except EncodingError as e:
             return error_response(_INVALID, f"invalid action: {e}")
         if not self.action_space.contains(action):
@@ -142,22 +144,47 @@ class Session:
             code, text = _env_failure("env.step()", e)
             return error_response(code, text + "; the episode is over, call reset()")
         self.steps += 1
-        resp = pb.SessionResponse()
-        step = resp.step
         try:
-            self._encode_observation(obs, step.observation)
-            step.reward = float(reward)
-            step.info_json = codec.encode_info(info)
+            resp = wire.step_response(
+                self.observation_space,
+                obs,
+                float(reward),
+                bool(terminated),
+                bool(truncated),
+                codec.encode_info(info),
+            )
+            resp = self._observation_bytes(resp)
         except (EncodingError, TypeError, ValueError) as e:
             self.running = False
             self.end_reason = "the env returned an invalid step; call reset()"
             return error_response(_INTERNAL, f"env.step() returned data that cannot be sent: {e}")
-        step.terminated = bool(terminated)
-        step.truncated = bool(truncated)
         if terminated or truncated:
             self.running = False
             self.end_reason = (
                 f"the episode has ended ({'terminated' if terminated else 'truncated'} "
                 f"after {self.steps} steps); call reset() to start a new one"
             )
-        return resp.SerializeToString()
+        return resp
+
+
+# SessionRequest fields (farm.proto)
+_OPEN, _RESET, _STEP, _CLOSE = 1, 2, 3, 4
+_CLOSED_RESPONSE = pb.SessionResponse(closed=pb.CloseResponse()).SerializeToString()
+
+
+def _parse_request(data: bytes) -> tuple[int, tuple[int, int]]:
+    """The request kind of serialized ``SessionRequest`` bytes and its body's offsets."""
+    kind, body = 0, (0, 0)
+    for field, wt, val in wire.fields(data, 0, len(data)):
+        if field in (_OPEN, _RESET, _STEP, _CLOSE):
+            if wt != 2:
+                raise EncodingError(f"field {field} has wire type {wt}, expected a message")
+            kind, body = field, val  # the last one wins, as for any oneof
+    return kind, body
+
+
+def _action_range(data: bytes, body: tuple[int, int]) -> tuple[int, int]:
+    for field, wt, val in wire.fields(data, *body):
+        if field == 1 and wt == 2:
+            return val
+    raise EncodingError("step request has no action")
