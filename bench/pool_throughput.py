@@ -31,6 +31,10 @@ step slept exactly one delay. Prints a table and writes
 
 from __future__ import annotations
 
+# farm first: it tunes gRPC's transport (GRPC_EXPERIMENTS), which gRPC reads when imported.
+# Every stack in the run, dm_env_rpc's client and server included, uses the same setting.
+import farm  # isort: skip
+
 import argparse
 import contextlib
 import functools
@@ -50,7 +54,6 @@ from _common import ForeignLoad, machine_info, warn_if_busy, write_json
 from rich.console import Console
 from rich.table import Table
 
-import farm
 from env_adapters.toy.latency import LatencyEnv
 from farm.server.process import ServerProcess
 

@@ -22,6 +22,10 @@ Prints a table and writes ``bench/results/step_latency.json``.
 
 from __future__ import annotations
 
+# farm first: it tunes gRPC's transport (GRPC_EXPERIMENTS), which gRPC reads when imported.
+# Every stack in the run, dm_env_rpc's client and server included, uses the same setting.
+import farm  # isort: skip
+
 import argparse
 import contextlib
 import gc
@@ -47,7 +51,6 @@ from _common import (
 from rich.console import Console
 from rich.table import Table
 
-import farm
 from env_adapters.toy.latency import LatencyEnv
 from env_adapters.toy.pixels import PixelsEnv
 from farm.server.process import ServerProcess
