@@ -1,0 +1,242 @@
+"""``GuiEnv``: the episode logic every GUI sandbox shares; adapters fill in the I/O.
+
+Per step (``astep``):
+
+1. the action is decoded (text form or structured); a malformed action is a
+   **no-op step** whose ``info["action_error"]`` (and the observation's
+   metadata) names the problem, never an exception;
+2. ``done()`` ends the episode and the task is evaluated; ``fail()`` ends it
+   with reward 1 if the task is infeasible, else 0;
+3. any other action is performed by the adapter (an adapter ``ActionError``,
+   e.g. an unknown element ref, is again a no-op with the error in ``info``),
+   then the adapter evaluates the task (reward, done);
+4. for infeasible tasks any ending other than ``fail()`` earns 0;
+5. after ``max_steps`` steps the episode is truncated.
+
+If the sandbox dies or hangs (an adapter call raises :class:`SandboxCrashed`
+or exceeds ``op_timeout_s``), the step returns ``truncated=True`` with
+``info["farm.truncated_reason"]`` and the next reset relaunches the sandbox.
+
+Adapters implement the async hooks ``_launch``, ``_start_episode``,
+``_perform``, ``_observe``, ``_evaluate`` and ``_shutdown``. ``reset``/``step``
+are sync facades (a private event loop) for in-process use; the farm server
+awaits ``areset``/``astep`` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from env_adapters.gui import actions as A
+from env_adapters.gui import spaces as S
+from env_adapters.gui.tasks import TaskSpec
+from farm.errors import FarmError
+
+TRUNCATED_REASON = "farm.truncated_reason"
+
+
+class SandboxCrashed(FarmError):
+    """The sandbox process died or stopped answering; the episode cannot go on."""
+
+
+class GuiEnv(gym.Env):
+    """Base class of GUI sandboxes (see module doc)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        *,
+        width: int,
+        height: int,
+        action_format: str = "text",
+        op_timeout_s: float = 20.0,
+    ) -> None:
+        if action_format not in ("text", "structured"):
+            raise ValueError(f"action_format must be 'text' or 'structured', got {action_format!r}")
+        self.task = task
+        self.width, self.height = width, height
+        self.action_format = action_format
+        self.op_timeout_s = op_timeout_s
+        self.observation_space = S.observation_space(width, height)
+        self.action_space = (
+            S.text_action_space() if action_format == "text" else S.structured_action_space()
+        )
+        self.metadata = {**type(self).metadata, "farm.task": task.id, "farm.kind": task.kind}
+        self._launched = False
+        self._crashed: str | None = None
+        self._instruction = ""
+        self._steps = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------ adapter hooks
+
+    async def _launch(self) -> None:
+        """Start the sandbox (browser, X display, emulator)."""
+        raise NotImplementedError
+
+    async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
+        """Set up a fresh episode of ``self.task``; return its instruction."""
+        raise NotImplementedError
+
+    async def _perform(self, action: A.Action) -> None:
+        """Perform a non-terminal action; raise ActionError if it cannot be done."""
+        raise NotImplementedError
+
+    async def _observe(self) -> tuple[np.ndarray, str, dict[str, Any]]:
+        """Screenshot (HxWx3 uint8), text view, and sandbox metadata."""
+        raise NotImplementedError
+
+    async def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
+        """Reward so far, whether the task ended on its own, and evaluator info."""
+        raise NotImplementedError
+
+    async def _evaluate_done(self) -> float:
+        """Reward when the agent declares ``done()`` (default: the current evaluation)."""
+        reward, _, _ = await self._evaluate()
+        return reward
+
+    async def _shutdown(self) -> None:
+        """Stop the sandbox; must not raise."""
+
+    # ------------------------------------------------------------ helpers
+
+    async def _call(self, what: str, coro: Any) -> Any:
+        """Run an adapter call under the op timeout; failures become SandboxCrashed."""
+        try:
+            return await asyncio.wait_for(coro, self.op_timeout_s)
+        except (A.ActionError, SandboxCrashed):
+            raise
+        except TimeoutError:
+            raise SandboxCrashed(f"{what} did not finish within {self.op_timeout_s:g} s") from None
+
+    async def _obs(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        screenshot, text, meta = await self._call("observing the sandbox", self._observe())
+        meta = {**meta, "step": self._steps, **(extra or {})}
+        return {
+            "screenshot": screenshot,
+            "text": S.sanitize(text, S.MAX_TEXT),
+            "instruction": S.sanitize(self._instruction, S.MAX_INSTRUCTION),
+            "metadata": S.sanitize(json.dumps(meta, default=str), S.MAX_METADATA),
+        }
+
+    def _blank_obs(self, reason: str) -> dict[str, Any]:
+        return {
+            "screenshot": np.zeros((self.height, self.width, 3), np.uint8),
+            "text": "",
+            "instruction": S.sanitize(self._instruction, S.MAX_INSTRUCTION),
+            "metadata": S.sanitize(json.dumps({"error": reason}), S.MAX_METADATA),
+        }
+
+    def decode_action(self, action: Any) -> A.Action:
+        if self.action_format == "text":
+            return A.parse_action(action)
+        return S.from_structured(action)
+
+    # ------------------------------------------------------------ episode logic
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        start = time.perf_counter()
+        if self._crashed is not None and self._launched:
+            await self._shutdown()
+            self._launched = False
+        if not self._launched:
+            await self._call("launching the sandbox", self._launch())
+            self._launched = True
+            self._crashed = None
+        self._steps = 0
+        self._instruction = await self._call(
+            "starting the episode", self._start_episode(seed, dict(options or {}))
+        )
+        if self.task.instruction is not None:
+            self._instruction = self.task.instruction
+        obs = await self._obs()
+        self.timings["reset_s"] = time.perf_counter() - start
+        return obs, {
+            "task": self.task.id,
+            "feasible": self.task.feasible,
+            "reset_s": self.timings["reset_s"],
+        }
+
+    async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self._steps += 1
+        truncated = self._steps >= self.task.max_steps
+        try:
+            return await self._step(action, truncated)
+        except SandboxCrashed as e:
+            self._crashed = str(e)
+            return self._blank_obs(str(e)), 0.0, False, True, {TRUNCATED_REASON: f"sandbox: {e}"}
+
+    async def _step(self, raw: Any, truncated: bool):
+        try:
+            action = self.decode_action(raw)
+        except A.ActionError as e:
+            return await self._noop(e, truncated)
+        if isinstance(action, A.Fail):
+            reward = 0.0 if self.task.feasible else 1.0
+            return (
+                await self._obs({"last_action": "fail()"}),
+                reward,
+                True,
+                False,
+                {"declared": "fail"},
+            )
+        if isinstance(action, A.Done):
+            reward = await self._call("evaluating the task", self._evaluate_done())
+            if not self.task.feasible:
+                reward = 0.0
+            return (
+                await self._obs({"last_action": "done()"}),
+                reward,
+                True,
+                False,
+                {"declared": "done"},
+            )
+        try:
+            await self._call("performing the action", self._perform(action))
+        except A.ActionError as e:
+            return await self._noop(e, truncated)
+        reward, done, info = await self._call("evaluating the task", self._evaluate())
+        if not self.task.feasible:
+            reward = 0.0
+        obs = await self._obs({"last_action": A.format_action(action)})
+        return obs, float(reward), bool(done), truncated and not done, info
+
+    async def _noop(self, error: Exception, truncated: bool):
+        message = str(error)
+        obs = await self._obs({"action_error": message})
+        return obs, 0.0, False, truncated, {"action_error": message}
+
+    async def aclose(self) -> None:
+        if self._launched:
+            self._launched = False
+            await self._shutdown()
+
+    # ------------------------------------------------------------ sync facade
+
+    def _run(self, coro: Any) -> Any:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        return self._run(self.areset(seed=seed, options=options))
+
+    def step(self, action: Any):
+        return self._run(self.astep(action))
+
+    def close(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._run(self.aclose())
+            self._loop.close()
