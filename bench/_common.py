@@ -11,10 +11,8 @@ import hashlib
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -24,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import psutil
+
+from farm.server.process import ReadyFileProcess
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -220,26 +220,22 @@ def child_env() -> dict[str, str]:
     return env
 
 
-class ReferenceServer:
+class ReferenceServer(ReadyFileProcess):
     """``bench/dm_env_rpc_reference.py`` as a child process (cf. farm's ServerProcess).
 
     >>> with ReferenceServer("small", address="127.0.0.1:0") as srv:
     ...     srv.address  # "127.0.0.1:PORT"
     """
 
+    name = "dm_env_rpc reference server"
+
     def __init__(self, obs: str, *, address: str, startup_timeout_s: float = 30.0) -> None:
+        super().__init__(startup_timeout_s=startup_timeout_s, environ=child_env())
         self.obs = obs
         self._requested = address
-        self._timeout = startup_timeout_s
-        self._tmp = tempfile.TemporaryDirectory(prefix="farm-bench-dm-")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.address = ""
 
-    def start(self) -> str:
-        ready = os.path.join(self._tmp.name, "ready")
-        self._log_path = os.path.join(self._tmp.name, "log")
-        self._log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop()
-        cmd = [
+    def command(self, ready_file: str) -> list[str]:
+        return [
             sys.executable,
             str(BENCH_DIR / "dm_env_rpc_reference.py"),
             "--address",
@@ -247,45 +243,5 @@ class ReferenceServer:
             "--obs",
             self.obs,
             "--ready-file",
-            ready,
+            ready_file,
         ]
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True
-        )
-        deadline = time.monotonic() + self._timeout
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"dm_env_rpc reference server did not start:\n{self.output()}")
-            time.sleep(0.02)
-        with open(ready) as f:
-            self.address = f.read().strip()
-        return self.address
-
-    def output(self) -> str:
-        try:
-            with open(self._log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._log.close()
-        return self.proc.returncode
-
-    def __enter__(self) -> ReferenceServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-        self._tmp.cleanup()

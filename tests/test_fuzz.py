@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 import farm
 from env_adapters.toy import solve_instruction
-from farm import codec
+from farm import codec, wire
 from farm.client import health
 from farm.proto import farm_pb2 as pb
 from farm.server.process import ServerProcess
@@ -59,13 +59,7 @@ VALID = [
 ]
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+_varint = wire.varint
 
 
 @st.composite
