@@ -143,6 +143,10 @@ class AsyncEnvPool:
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Start a step of each env in ``env_ids`` (default: all); returns at once."""
+        self._start(self._claim(actions, env_ids), actions)
+
+    def _claim(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> list[int]:
+        """Validate a send and mark its envs busy (any thread; the pool has one user)."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
         if ids.ndim != 1 or len(ids) != len(actions):
             raise ConfigError(f"got {len(actions)} actions for {ids.size} env ids")
@@ -152,9 +156,13 @@ class AsyncEnvPool:
             raise FarmError(
                 f"env(s) {ids[self._busy[ids]].tolist()} are still stepping (or repeated)"
             )
+        self._busy[ids] = True
+        return ids.tolist()
+
+    def _start(self, ids: list[int], actions: Any) -> None:
+        """Start the claimed envs' steps (on the pool's event loop)."""
         loop = asyncio.get_running_loop()
-        for i, action in zip(ids.tolist(), actions, strict=True):
-            self._busy[i] = True
+        for i, action in zip(ids, actions, strict=True):
             task = loop.create_task(self._run(i, action))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -253,16 +261,15 @@ class EnvPool:
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    async def _send(self, actions: Any, env_ids: Any) -> None:
-        self._pool.send(actions, env_ids)
-
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         return self._call(self._pool.reset(seed=seed, options=options))
 
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
-        self._call(self._send(actions, env_ids))
+        """Validated here, started on the pool's loop; returns without waiting for it."""
+        ids = self._pool._claim(actions, env_ids)
+        self._loop.call_soon_threadsafe(self._pool._start, ids, list(actions))
 
     def recv(self, batch_size: int | None = None) -> PoolResult:
         return self._call(self._pool.recv(batch_size))
