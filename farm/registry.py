@@ -39,6 +39,7 @@ _REGISTRY: dict[str, EnvEntry] = {}
 #: Namespaces whose module registers their envs when first imported.
 _NAMESPACES: dict[str, str] = {
     "toy": "env_adapters.toy",
+    "miniwob": "env_adapters.browser.miniwob",
 }
 _loaded_namespaces: set[str] = set()
 
@@ -65,7 +66,12 @@ def _load_namespace(namespace: str) -> None:
 def registered(namespace: str | None = None) -> list[EnvEntry]:
     """Every registered farm env (loading the built-in namespaces), sorted by id."""
     for ns in _NAMESPACES if namespace is None else [namespace]:
-        _load_namespace(ns)
+        try:
+            _load_namespace(ns)
+        except MissingExtraError:
+            if namespace is not None:
+                raise  # asked for this namespace: say which extra to install
+            # listing everything: a namespace whose optional extra is missing has no envs
     return sorted(
         (
             e

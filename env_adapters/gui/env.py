@@ -49,6 +49,8 @@ class GuiEnv(gym.Env):
     """Base class of GUI sandboxes (see module doc)."""
 
     metadata: dict[str, Any] = {"render_modes": []}
+    #: bound of ``_launch`` (starting a browser or an emulator takes longer than one op)
+    launch_timeout_s: float = 60.0
 
     def __init__(
         self,
@@ -109,14 +111,15 @@ class GuiEnv(gym.Env):
 
     # ------------------------------------------------------------ helpers
 
-    async def _call(self, what: str, coro: Any) -> Any:
+    async def _call(self, what: str, coro: Any, timeout_s: float | None = None) -> Any:
         """Run an adapter call under the op timeout; failures become SandboxCrashed."""
+        timeout_s = self.op_timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(coro, self.op_timeout_s)
+            return await asyncio.wait_for(coro, timeout_s)
         except (A.ActionError, SandboxCrashed):
             raise
         except TimeoutError:
-            raise SandboxCrashed(f"{what} did not finish within {self.op_timeout_s:g} s") from None
+            raise SandboxCrashed(f"{what} did not finish within {timeout_s:g} s") from None
 
     async def _obs(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         screenshot, text, meta = await self._call("observing the sandbox", self._observe())
@@ -152,16 +155,24 @@ class GuiEnv(gym.Env):
             await self._shutdown()
             self._launched = False
         if not self._launched:
-            await self._call("launching the sandbox", self._launch())
+            await self._call(
+                "launching the sandbox",
+                self._launch(),
+                max(self.op_timeout_s, self.launch_timeout_s),
+            )
             self._launched = True
             self._crashed = None
         self._steps = 0
-        self._instruction = await self._call(
-            "starting the episode", self._start_episode(seed, dict(options or {}))
-        )
-        if self.task.instruction is not None:
-            self._instruction = self.task.instruction
-        obs = await self._obs()
+        try:
+            self._instruction = await self._call(
+                "starting the episode", self._start_episode(seed, dict(options or {}))
+            )
+            if self.task.instruction is not None:
+                self._instruction = self.task.instruction
+            obs = await self._obs()
+        except SandboxCrashed as e:
+            self._crashed = str(e)  # the next reset relaunches the sandbox
+            raise
         self.timings["reset_s"] = time.perf_counter() - start
         return obs, {
             "task": self.task.id,
