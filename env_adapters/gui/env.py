@@ -220,7 +220,8 @@ class GuiEnv(gym.Env):
             return await self._noop(e, truncated)
         reward, done, info = await self._call("evaluating the task", self._evaluate())
         if not self.task.feasible:
-            reward = 0.0
+            # the page's own evaluation does not count: only fail() is right; keep it apart
+            reward, info = 0.0, {"infeasible_task": True, "page_info": info}
         obs = await self._obs({"last_action": A.format_action(action)})
         return obs, float(reward), bool(done), truncated and not done, info
 

@@ -1,0 +1,868 @@
+"""Scripted oracle policies for MiniWoB++ tasks (``miniwob/<task>``).
+
+An oracle sees only what any agent sees, the observation (``obs["instruction"]``,
+``obs["text"]``, ``obs["screenshot"]``), never the page, and answers one action
+in the shared text form (:mod:`env_adapters.gui.actions`) per step::
+
+    oracle = ORACLES["miniwob/click-button"]()
+    action = oracle.act(obs)            # e.g. 'click_element(3)'
+
+Oracles are stateful within an episode (a new one per episode, or
+:meth:`Oracle.reset`). Some address elements by ref (``click_element``,
+``type_element``, ``select_element``), others by the pixel centre of the
+element's box in the text view (``click``, ``scroll``), so both encodings are
+exercised; :data:`ENCODING` says which. Where the page changes on its own
+(animations, autocomplete menus) they ``wait(ms)`` and look again. When the
+instruction asks for something the page does not show (the
+``miniwob/<task>-infeasible`` variants) they answer ``fail()``.
+
+:func:`parse_text_view` turns the text view into :class:`Element` records;
+:func:`run_episode` plays one episode. From the shell::
+
+    python -m env_adapters.browser.oracles miniwob/click-tab --seeds 10 [--address ADDR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from env_adapters.gui import actions as A
+
+#: the observed area of MiniWoB envs when the screenshot does not say
+DEFAULT_SIZE = (160, 210)
+#: the instruction box at the top of every MiniWoB page (its elements are not the task's)
+QUERY_HEIGHT = 50
+
+# ---------------------------------------------------------------- the text view
+
+
+@dataclass(frozen=True)
+class Element:
+    """One line of the text view."""
+
+    ref: int
+    role: str
+    name: str
+    box: tuple[int, int, int, int]  # x, y, w, h in screenshot pixels
+    value: str | None = None
+    options: tuple[str, ...] | None = None
+    cls: str | None = None
+    focused: bool = False
+    disabled: bool = False
+
+    @property
+    def checked(self) -> bool:
+        return self.value == "checked"
+
+    @property
+    def center(self) -> tuple[int, int]:
+        x, y, w, h = self.box
+        return x + w // 2, y + h // 2
+
+    def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
+        """The centre of the part of the box inside a ``width x height`` screen."""
+        x, y, w, h = self.box
+        x0, y0 = max(x, 0), max(y, 0)
+        x1, y1 = min(x + w, width), min(y + h, height)
+        if x1 <= x0 or y1 <= y0:
+            return None
+        return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+
+
+class TextViewError(ValueError):
+    """A text-view line that does not have the documented form."""
+
+
+_HEAD = re.compile(r"\[(\d+)\] (\S+) ")
+_BOX = re.compile(r"@\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)")
+_JSON = json.JSONDecoder()
+
+
+def parse_line(line: str) -> Element:
+    """``[ref] role "name" [class=".."] [value=".."] [options=[..]] [focused] [disabled]
+    @(x,y,w,h)`` -> :class:`Element`."""
+    m = _HEAD.match(line)
+    if m is None:
+        raise TextViewError(f"not a text-view line: {line!r}")
+    ref, role = int(m.group(1)), m.group(2)
+    try:
+        name, pos = _JSON.raw_decode(line, m.end())
+    except json.JSONDecodeError as e:
+        raise TextViewError(f"bad name in {line!r}: {e}") from None
+    fields: dict[str, Any] = {}
+    while True:
+        while line.startswith(" ", pos):
+            pos += 1
+        box = _BOX.match(line, pos)
+        if box is not None:
+            if line[box.end() :].strip():
+                raise TextViewError(f"text after the box in {line!r}")
+            break
+        for key in ("class", "value", "options"):
+            if line.startswith(key + "=", pos):
+                try:
+                    fields[key], pos = _JSON.raw_decode(line, pos + len(key) + 1)
+                except json.JSONDecodeError as e:
+                    raise TextViewError(f"bad {key} in {line!r}: {e}") from None
+                break
+        else:
+            flag = re.compile(r"(focused|disabled)(?= |@)").match(line, pos)
+            if flag is None:
+                raise TextViewError(f"cannot parse {line[pos:]!r} in {line!r}")
+            fields[flag.group(1)] = True
+            pos = flag.end()
+    options = fields.get("options")
+    return Element(
+        ref=ref,
+        role=role,
+        name=name,
+        box=(int(box.group(1)), int(box.group(2)), int(box.group(3)), int(box.group(4))),
+        value=fields.get("value"),
+        options=tuple(options) if options is not None else None,
+        cls=fields.get("class"),
+        focused=bool(fields.get("focused")),
+        disabled=bool(fields.get("disabled")),
+    )
+
+
+def parse_text_view(text: str) -> list[Element]:
+    """Every element line of a text view (the closing "... N more" line is skipped)."""
+    return [
+        parse_line(line)
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("... ")
+    ]
+
+
+class View:
+    """One observation, parsed: the elements plus lookups by role and name."""
+
+    def __init__(self, obs: dict[str, Any]) -> None:
+        self.obs = obs
+        self.instruction = str(obs.get("instruction", ""))
+        self.elements = parse_text_view(str(obs.get("text", "")))
+        shot = obs.get("screenshot")
+        shape = getattr(shot, "shape", None)
+        self.width, self.height = (int(shape[1]), int(shape[0])) if shape else DEFAULT_SIZE
+
+    def find(
+        self,
+        role: str | Iterable[str] | None = None,
+        name: str | None = None,
+        *,
+        where: Callable[[Element], bool] | None = None,
+        task_area: bool = True,
+    ) -> list[Element]:
+        """Elements with this role (or one of these roles) and exactly this name;
+        ``task_area`` leaves out the instruction box at the top."""
+        roles = {role} if isinstance(role, str) else set(role) if role is not None else None
+        return [
+            e
+            for e in self.elements
+            if (roles is None or e.role in roles)
+            and (name is None or e.name == name)
+            and (where is None or where(e))
+            and (not task_area or e.box[1] >= QUERY_HEIGHT)
+        ]
+
+    def first(
+        self, role: str | Iterable[str] | None = None, name: str | None = None, **kw: Any
+    ) -> Element | None:
+        """The first of :meth:`find`'s elements, or None."""
+        found = self.find(role, name, **kw)
+        return found[0] if found else None
+
+    def point(self, element: Element) -> tuple[int, int]:
+        """Where to click ``element``: the centre of its part on screen."""
+        p = element.visible_center(self.width, self.height)
+        if p is None:
+            raise OracleError(f"element {element.ref} ({element.name!r}) is not on screen")
+        return p
+
+
+# ---------------------------------------------------------------- action text
+
+
+def click(x: int, y: int) -> str:
+    return A.format_action(A.Click(int(x), int(y)))
+
+
+def click_at(view: View, element: Element) -> str:
+    """A pixel click on the centre of ``element``'s visible part."""
+    return click(*view.point(element))
+
+
+def click_element(element: Element) -> str:
+    return A.format_action(A.ClickElement(element.ref))
+
+
+def type_element(element: Element, text: str) -> str:
+    return A.format_action(A.TypeElement(element.ref, text))
+
+
+def select_element(element: Element, option: str) -> str:
+    return A.format_action(A.SelectElement(element.ref, option))
+
+
+def type_text(text: str) -> str:
+    return A.format_action(A.TypeText(text))
+
+
+def key(combo: str) -> str:
+    return A.format_action(A.Key(combo))
+
+
+def scroll(x: int, y: int, dx: int, dy: int) -> str:
+    return A.format_action(A.Scroll(int(x), int(y), int(dx), int(dy)))
+
+
+def wait(ms: int) -> str:
+    return A.format_action(A.Wait(int(ms)))
+
+
+DONE, FAIL = "done()", "fail()"
+
+# ---------------------------------------------------------------- oracles
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot make sense of the observation (a bug, or a page it does not know)."""
+
+
+#: a policy body: yields actions, receives the observation after each
+Policy = Generator[str, dict[str, Any], None]
+
+
+class Oracle:
+    """Base of the scripted policies.
+
+    Subclasses write :meth:`policy` as a generator: it gets the first
+    observation, ``yield``s an action and receives the next observation as the
+    value of the ``yield``. When it returns, the oracle answers ``done()``.
+    """
+
+    task: ClassVar[str] = ""
+    #: "refs", "coords" or "mixed": how the oracle addresses elements
+    encoding: ClassVar[str] = "refs"
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the episode (call between episodes, or make a new oracle)."""
+        self._policy: Policy | None = None
+        self._finished = False
+
+    def act(self, obs: dict[str, Any]) -> str:
+        """The action for this observation."""
+        if self._finished:
+            return DONE
+        try:
+            if self._policy is None:
+                self._policy = self.policy(obs)
+                return next(self._policy)
+            return self._policy.send(obs)
+        except StopIteration:
+            self._finished = True
+            return DONE
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        raise NotImplementedError
+        yield  # pragma: no cover - makes this a generator
+
+    # helpers for policies
+
+    def parse(self, pattern: str, instruction: str) -> re.Match[str]:
+        m = re.fullmatch(pattern, instruction.strip())
+        if m is None:
+            raise OracleError(f"{self.task}: unexpected instruction {instruction!r}")
+        return m
+
+    @staticmethod
+    def wait_until(
+        obs: dict[str, Any], ready: Callable[[View], bool], *, ms: int = 100, tries: int = 30
+    ) -> Generator[str, dict[str, Any], View]:
+        """``wait(ms)`` until ``ready(view)``; returns the view (use with ``yield from``)."""
+        view = View(obs)
+        for _ in range(tries):
+            if ready(view):
+                return view
+            view = View((yield wait(ms)))
+        raise OracleError(f"the page did not get ready within {ms * tries} ms")
+
+    @staticmethod
+    def wait_stable(
+        obs: dict[str, Any], watch: Callable[[View], Any], *, ms: int = 100, tries: int = 30
+    ) -> Generator[str, dict[str, Any], View]:
+        """``wait(ms)`` until ``watch(view)`` is the same in two observations in a row."""
+        view = View(obs)
+        last = watch(view)
+        for _ in range(tries):
+            view = View((yield wait(ms)))
+            now = watch(view)
+            if now == last:
+                return view
+            last = now
+        raise OracleError(f"the page did not settle within {ms * tries} ms")
+
+
+def _submit(view: View, name: str = "Submit") -> Element:
+    button = view.first("button", name)
+    if button is None:
+        raise OracleError(f"no {name!r} button in the text view")
+    return button
+
+
+class ClickButtonOracle(Oracle):
+    """click-button: click the button named in the instruction (by ref)."""
+
+    task = "miniwob/click-button"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        target = self.parse(r'Click on the "(.*)" button\.', view.instruction).group(1)
+        button = view.first("button", target)
+        yield FAIL if button is None else click_element(button)
+
+
+class ClickLinkOracle(Oracle):
+    """click-link: click the word-link named in the instruction (pixel centre)."""
+
+    task = "miniwob/click-link"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        target = self.parse(r'Click on the link "(.*)"\.', view.instruction).group(1)
+        link = view.first(("span", "link", "a"), target)
+        yield FAIL if link is None else click_at(view, link)
+
+
+class ClickTabOracle(Oracle):
+    """click-tab: click the tab named in the instruction (by ref)."""
+
+    task = "miniwob/click-tab"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        number = self.parse(r"Click on Tab #(\d+)\.", view.instruction).group(1)
+        tab = view.first("tab", f"Tab #{number}")
+        yield FAIL if tab is None else click_element(tab)
+
+
+def _select_list(text: str) -> set[str]:
+    """``"A, B, C"`` -> the names; ``"nothing"`` -> none."""
+    return set() if text == "nothing" else set(text.split(", "))
+
+
+class ClickCheckboxesOracle(Oracle):
+    """click-checkboxes: set every checkbox as asked, then Submit (pixel centres)."""
+
+    task = "miniwob/click-checkboxes"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        wanted = _select_list(self.parse(r"Select (.*) and click Submit\.", view.instruction)[1])
+        names = {box.name for box in view.find("checkbox")}
+        if not wanted <= names:
+            yield FAIL
+            return
+        for _ in range(3):  # set, then check the page took every click
+            wrong = [b for b in view.find("checkbox") if b.checked != (b.name in wanted)]
+            if not wrong:
+                break
+            for box in wrong:
+                view = View((yield click_at(view, box)))
+        else:
+            raise OracleError("the checkboxes do not keep their state")
+        yield click_at(view, _submit(view))
+
+
+class ClickOptionOracle(Oracle):
+    """click-option: check the radio button named in the instruction, then Submit (refs)."""
+
+    task = "miniwob/click-option"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        target = self.parse(r"Select (.*) and click Submit\.", view.instruction).group(1)
+        radio = view.first("radio", target)
+        if radio is None:
+            yield FAIL
+            return
+        view = View((yield click_element(radio)))
+        if not view.first("radio", target, where=lambda e: e.checked):
+            raise OracleError(f"radio {target!r} did not get checked")
+        yield click_element(_submit(view))
+
+
+class EnterTextOracle(Oracle):
+    """enter-text: type the text into the field (type_element), then Submit (refs)."""
+
+    task = "miniwob/enter-text"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        text = self.parse(r'Enter "(.*)" into the text field and press Submit\.', view.instruction)[
+            1
+        ]
+        field = view.first("textbox")
+        if field is None:
+            raise OracleError("no text field")
+        view = View((yield type_element(field, text)))
+        if view.first("textbox", where=lambda e: e.value == text) is None:
+            raise OracleError(f"the field does not hold {text!r}")
+        yield click_element(_submit(view))
+
+
+class EnterPasswordOracle(Oracle):
+    """enter-password: click each field, type the password, click Submit (pixels + type)."""
+
+    task = "miniwob/enter-password"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        password = self.parse(
+            r'Enter the password "(.*)" into both text fields and press submit\.',
+            view.instruction,
+        )[1]
+        fields = view.find("textbox")
+        if len(fields) != 2:
+            raise OracleError(f"expected two password fields, found {len(fields)}")
+        for field in fields:
+            view = View((yield click_at(view, field)))
+            now = next(e for e in view.elements if e.ref == field.ref)
+            if not now.focused:
+                raise OracleError(f"field {field.ref} did not take the focus")
+            view = View((yield type_text(password)))
+        if [e.value for e in view.find("textbox")] != [password, password]:
+            raise OracleError("the fields do not hold the password")
+        yield click_at(view, _submit(view))
+
+
+def _field_after_label(view: View, label: str) -> Element:
+    """The first textbox after the label ``label`` in document order."""
+    seen = False
+    for e in view.elements:
+        if e.role == "label" and e.name == label:
+            seen = True
+        elif seen and e.role == "textbox":
+            return e
+    field = view.first("textbox", label)  # a field the label names
+    if field is None:
+        raise OracleError(f"no text field labelled {label!r}")
+    return field
+
+
+class LoginUserOracle(Oracle):
+    """login-user: type_element the username and password, click Login (refs)."""
+
+    task = "miniwob/login-user"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        m = self.parse(
+            r'Enter the username "(.*)" and the password "(.*)" into the text fields '
+            r"and press login\.",
+            view.instruction,
+        )
+        user, password = m.group(1), m.group(2)
+        view = View((yield type_element(_field_after_label(view, "Username"), user)))
+        view = View((yield type_element(_field_after_label(view, "Password"), password)))
+        got = (
+            _field_after_label(view, "Username").value,
+            _field_after_label(view, "Password").value,
+        )
+        if got != (user, password):
+            raise OracleError(f"the fields hold {got}, not {(user, password)}")
+        yield click_element(_submit(view, "Login"))
+
+
+class ChooseListOracle(Oracle):
+    """choose-list: select_element the option, then Submit (refs)."""
+
+    task = "miniwob/choose-list"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        target = self.parse(r"Select (.*) from the list and click Submit\.", view.instruction)[1]
+        select = view.first("combobox")
+        if select is None:
+            raise OracleError("no drop-down list")
+        if target not in (select.options or ()):
+            yield FAIL
+            return
+        view = View((yield select_element(select, target)))
+        if view.first("combobox", where=lambda e: e.value == target) is None:
+            raise OracleError(f"{target!r} did not get selected")
+        yield click_element(_submit(view))
+
+
+class ClickDialogOracle(Oracle):
+    """click-dialog: click the dialog's close button (pixel centre)."""
+
+    task = "miniwob/click-dialog"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        self.parse(r'Close the dialog box by clicking the "x"\.', view.instruction)
+        close = view.first("button", "Close")
+        if close is None:
+            raise OracleError("no dialog close button")
+        yield click_at(view, close)
+
+
+class ScrollText2Oracle(Oracle):
+    """scroll-text-2: scroll the text area with the mouse wheel to the top or bottom,
+    then click Submit (pixel coordinates)."""
+
+    task = "miniwob/scroll-text-2"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        where = self.parse(
+            r"Scroll the textarea to the (top|bottom) of the text hit submit\.", view.instruction
+        )[1]
+        area = view.first("textbox")
+        if area is None:
+            raise OracleError("no text area")
+        x, y = view.point(area)
+        # far more than the text is long: the wheel stops at the end
+        view = View((yield scroll(x, y, 0, 20_000 if where == "bottom" else -20_000)))
+        yield click_at(view, _submit(view))
+
+
+class FocusTextOracle(Oracle):
+    """focus-text: click into the text box (pixel centre)."""
+
+    task = "miniwob/focus-text"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        self.parse(r"Focus into the textbox\.", view.instruction)
+        field = view.first("textbox")
+        if field is None:
+            raise OracleError("no text box")
+        yield click_at(view, field)
+
+
+def _uncovered_point(view: View, element: Element, cover: Element) -> tuple[int, int]:
+    """A point of ``element`` (on screen) that ``cover`` (drawn above it) does not hide."""
+    x, y, w, h = element.box
+    cx, cy, cw, ch = cover.box
+
+    def hidden(px: int, py: int) -> bool:
+        return cx <= px < cx + cw and cy <= py < cy + ch
+
+    center = view.point(element)
+    if not hidden(*center):
+        return center
+    # scan the element's box from its centre outwards, a few pixels in from its edges
+    best: tuple[int, tuple[int, int]] | None = None
+    for py in range(max(y + 3, 0), min(y + h - 3, view.height)):
+        for px in range(max(x + 3, 0), min(x + w - 3, view.width)):
+            if not hidden(px, py):
+                d = abs(px - center[0]) + abs(py - center[1])
+                if best is None or d < best[0]:
+                    best = (d, (px, py))
+    if best is None:
+        raise OracleError(f"element {element.ref} is entirely covered by {cover.ref}")
+    return best[1]
+
+
+class ClickButtonSequenceOracle(Oracle):
+    """click-button-sequence: click ONE where TWO does not cover it, then TWO (pixels)."""
+
+    task = "miniwob/click-button-sequence"
+    encoding = "coords"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        self.parse(r"Click button ONE, then click button TWO\.", view.instruction)
+        one, two = view.first("button", "ONE"), view.first("button", "TWO")
+        if one is None or two is None:
+            raise OracleError("buttons ONE and TWO are not both shown")
+        view = View((yield click(*_uncovered_point(view, one, two))))
+        two = view.first("button", "TWO") or two
+        yield click_at(view, two)
+
+
+class ClickCollapsibleOracle(Oracle):
+    """click-collapsible: expand the section (by ref), wait until its animation ends,
+    then click Submit where it ended up (pixel centre)."""
+
+    task = "miniwob/click-collapsible"
+    encoding = "mixed"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        self.parse(r"Expand the section below and click submit\.", view.instruction)
+        header = view.first("tab", where=lambda e: e.name.startswith("Section #"))
+        if header is None:
+            raise OracleError("no section header")
+        obs = yield click_element(header)
+
+        def submit_box(v: View) -> tuple[int, int, int, int] | None:
+            button = v.first("button", "Submit")
+            return None if button is None else button.box
+
+        view = yield from self.wait_stable(obs, submit_box)
+        yield click_at(view, _submit(view))
+
+
+class UseAutocompleteOracle(Oracle):
+    """use-autocomplete: type the prefix (type_element), wait for the suggestions,
+    pick one with the asked ending (click_element, or arrow keys if it is off
+    screen), then Submit (refs)."""
+
+    task = "miniwob/use-autocomplete"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        m = self.parse(
+            r'Enter an item that starts with "(.*?)"(?: and ends with "(.*)")?\.', view.instruction
+        )
+        prefix, suffix = m.group(1), m.group(2) or ""
+        field = view.first("textbox")
+        if field is None:
+            raise OracleError("no text field")
+        obs = yield type_element(field, prefix)
+
+        def suggestions(v: View) -> list[Element]:
+            return v.find(where=lambda e: e.box[1] > field.box[1] and e.role in _MENU_ROLES)
+
+        view = yield from self.wait_until(obs, lambda v: bool(suggestions(v)), ms=100, tries=30)
+        fits = [
+            e for e in suggestions(view) if e.name.startswith(prefix) and e.name.endswith(suffix)
+        ]
+        if fits:
+            view = View((yield click_element(fits[0])))
+        else:  # the match is further down the menu, below the observed area
+            for _ in range(60):
+                value = view.first("textbox", where=lambda e: e.ref == field.ref)
+                if value is not None and value.value != prefix and value.value.endswith(suffix):
+                    break
+                view = View((yield key("ArrowDown")))
+            else:
+                raise OracleError(f"no suggestion starts with {prefix!r} and ends with {suffix!r}")
+            view = View((yield key("Enter")))
+        value = view.first("textbox", where=lambda e: e.ref == field.ref)
+        if value is None or not (value.value.startswith(prefix) and value.value.endswith(suffix)):
+            raise OracleError(f"the field holds {value and value.value!r}")
+        # the menu closes after a pick; wait until it no longer covers Submit
+        view = yield from self.wait_until(view.obs, lambda v: not suggestions(v))
+        yield click_element(_submit(view))
+
+
+_MENU_ROLES = frozenset({"menuitem", "option", "listitem"})
+
+
+def _partition(text: str, options: Iterable[str]) -> list[str] | None:
+    """``text`` as ``", "``-joined options (in order), or None."""
+    options = list(options)
+    if text in options:
+        return [text]
+    for opt in options:
+        if text.startswith(opt + ", "):
+            rest = _partition(text[len(opt) + 2 :], options)
+            if rest is not None:
+                return [opt, *rest]
+    return None
+
+
+class ClickScrollListOracle(Oracle):
+    """click-scroll-list: choose several options of a multi-select list with the keyboard
+    (click it, Home, arrows to the first, ctrl+arrows and ctrl+Space for the others),
+    then Submit (refs + keys)."""
+
+    task = "miniwob/click-scroll-list"
+    encoding = "mixed"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        text = self.parse(r"Select (.*) from the scroll list and click Submit\.", view.instruction)[
+            1
+        ]
+        box = view.first("listbox")
+        if box is None or not box.options:
+            raise OracleError("no scroll list")
+        options = list(box.options)
+        wanted = _partition(text, options)
+        if wanted is None:
+            yield FAIL
+            return
+        indices = sorted(options.index(w) for w in wanted)
+        obs = yield click_element(box)  # focuses the list (selects what is under the pointer)
+        obs = yield key("Home")  # selects only the first option
+        for _ in range(indices[0]):
+            obs = yield key("ArrowDown")  # moves the selection
+        at = indices[0]
+        for i in indices[1:]:
+            for _ in range(i - at):
+                obs = yield key("ctrl+ArrowDown")  # moves the focus, keeps the selection
+            obs = yield key("ctrl+Space")  # adds the focused option
+            at = i
+        view = View(obs)
+        got = view.first("listbox")
+        if got is None or sorted((got.value or "").split(", ")) != sorted(wanted):
+            raise OracleError(f"selected {got and got.value!r}, wanted {wanted}")
+        yield click_element(_submit(view))
+
+
+#: env id -> oracle class (feasible tasks)
+ORACLES: dict[str, type[Oracle]] = {
+    cls.task: cls
+    for cls in (
+        ClickButtonOracle,
+        ClickLinkOracle,
+        ClickTabOracle,
+        ClickCheckboxesOracle,
+        ClickOptionOracle,
+        EnterTextOracle,
+        EnterPasswordOracle,
+        LoginUserOracle,
+        ChooseListOracle,
+        ClickDialogOracle,
+        ScrollText2Oracle,
+        FocusTextOracle,
+        ClickButtonSequenceOracle,
+        ClickCollapsibleOracle,
+        UseAutocompleteOracle,
+        ClickScrollListOracle,
+    )
+}
+
+#: the infeasible variants: the same oracles, which answer fail() when the target is missing
+INFEASIBLE_ORACLES: dict[str, type[Oracle]] = {
+    f"{task}-infeasible": ORACLES[task]
+    for task in (
+        "miniwob/click-button",
+        "miniwob/click-link",
+        "miniwob/click-tab",
+        "miniwob/click-checkboxes",
+    )
+}
+
+#: env id -> "refs" | "coords" | "mixed"
+ENCODING: dict[str, str] = {task: cls.encoding for task, cls in ORACLES.items()}
+
+
+def oracle_for(task: str) -> Oracle:
+    """A fresh oracle for env id ``task`` (feasible or infeasible variant)."""
+    cls = ORACLES.get(task) or INFEASIBLE_ORACLES.get(task)
+    if cls is None:
+        known = sorted({*ORACLES, *INFEASIBLE_ORACLES})
+        raise KeyError(f"no oracle for {task!r}; oracles: {', '.join(known)}")
+    return cls()
+
+
+def run_episode(
+    env: Any,
+    task: str | Oracle,
+    seed: int,
+    *,
+    max_steps: int = 60,
+    trace: list[dict[str, Any]] | None = None,
+) -> tuple[float, int, list[str]]:
+    """Play one episode of ``env`` (local or remote, text actions) with the oracle of
+    ``task`` (an env id, or an oracle); returns ``(total_reward, steps, actions)``.
+
+    ``trace``, if given, gets one dict per step (action, reward, terminated,
+    truncated, info). The episode ends when it terminates or is truncated,
+    or after ``max_steps`` steps.
+    """
+    oracle = oracle_for(task) if isinstance(task, str) else task
+    oracle.reset()
+    obs, _ = env.reset(seed=seed)
+    total, actions = 0.0, []
+    for _ in range(max_steps):
+        action = oracle.act(obs)
+        actions.append(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        if trace is not None:
+            trace.append(
+                {
+                    "action": action,
+                    "reward": float(reward),
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                    "info": info,
+                }
+            )
+        if terminated or truncated:
+            break
+    return total, len(actions), actions
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m env_adapters.browser.oracles",
+        description="Run a scripted MiniWoB++ oracle and print per-seed results.",
+    )
+    parser.add_argument(
+        "task", help=f"env id, one of: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
+    )
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument(
+        "--address", help="a farm server serving TASK (default: the env in this process)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        oracle = oracle_for(args.task)
+    except KeyError as e:
+        parser.error(str(e.args[0]))
+    if args.address:
+        import farm
+
+        env = farm.connect(args.address)
+    else:
+        from farm.registry import make
+
+        env = make(args.task)
+    solved = 0
+    start = time.perf_counter()
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            t0 = time.perf_counter()
+            trace: list[dict[str, Any]] = []
+            try:
+                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
+            except OracleError as e:
+                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
+                actions.append(f"<oracle error: {e}>")
+            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
+            solved += ok
+            last = trace[-1]["info"] if trace else {}
+            note = "" if ok else f"  info={json.dumps(last, default=str)}"
+            print(
+                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
+                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
+                f"{' '.join(actions)}{note}",
+                flush=True,
+            )
+    finally:
+        env.close()
+    total = time.perf_counter() - start
+    print(f"{args.task}: {solved}/{args.seeds} solved in {total:.1f}s")
+    return 0 if solved == args.seeds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
