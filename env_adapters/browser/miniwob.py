@@ -6,8 +6,9 @@ run by a :class:`~env_adapters.browser.env.BrowserEnv` that observes a
 160x210 area: exactly MiniWoB's task area (the ``#wrap`` div at the top left;
 the package crops its screenshots to the same box), so the reward display to
 its right is not in view. Pages lay out in a 500x320 window (the package's
-``WINDOW_WIDTH x WINDOW_HEIGHT``): window-relative widgets such as jQuery UI
-dialogs then land where they do in the package (in a 160x210 window
+``WINDOW_WIDTH x WINDOW_HEIGHT`` constants; its headless Chrome actually lays out
+in a larger default viewport, so window-relative widgets such as jQuery UI
+dialogs may sit elsewhere than in the package; in a 160x210 window
 click-dialog's dialog would be pushed off-screen).
 
 Episodes follow the package's own env (``miniwob.selenium_instance``): the
