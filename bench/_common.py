@@ -203,6 +203,17 @@ class ForeignLoad:
         return cpu_s / (wall_s * (os.cpu_count() or 1)) if wall_s > 0 else 0.0
 
 
+def print_foreign_load(console: Any, info: dict[str, Any]) -> None:
+    """The line saying how much CPU other processes used during the run, if measured."""
+    share = info.get("foreign_cpu_fraction")
+    if share is not None:
+        style = "yellow" if share > 0.05 else "dim"
+        console.print(
+            f"[{style}]other processes used {share:.0%} of the {info['cpu_count']} CPUs "
+            "during this run[/]"
+        )
+
+
 def write_json(name: str, data: dict[str, Any]) -> Path:
     """Write ``bench/results/<name>`` (the folder is git-ignored) and return its path."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,15 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
-from _common import ForeignLoad, fmt_us, machine_info, summarize_ns, warn_if_busy, write_json
+from _common import (
+    ForeignLoad,
+    fmt_us,
+    machine_info,
+    print_foreign_load,
+    summarize_ns,
+    warn_if_busy,
+    write_json,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -696,13 +704,7 @@ def render(
             f"{png / 1000:.1f} kB" if png else "",
         )
     console.print(shot_table)
-    share = info.get("foreign_cpu_fraction")
-    if share is not None:
-        style = "yellow" if share > 0.05 else "dim"
-        console.print(
-            f"[{style}]other processes used {share:.0%} of the {info['cpu_count']} CPUs "
-            "during this run[/]"
-        )
+    print_foreign_load(console, info)
 
 
 def _tool_version(binary: str) -> str | None:

@@ -44,6 +44,7 @@ from _common import (
     ReferenceServer,
     fmt_us,
     machine_info,
+    print_foreign_load,
     summarize_ns,
     warn_if_busy,
     write_json,
@@ -337,13 +338,7 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any], console: Console) -
             cpu,
         )
     console.print(table)
-    share = info.get("foreign_cpu_fraction")
-    if share is not None:
-        style = "yellow" if share > 0.05 else "dim"
-        console.print(
-            f"[{style}]other processes used {share:.0%} of the {info['cpu_count']} CPUs "
-            "during this run[/]"
-        )
+    print_foreign_load(console, info)
 
 
 def main(argv: list[str] | None = None) -> int:

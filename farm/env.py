@@ -28,6 +28,10 @@ from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 from gymnasium import spaces
 
 Executor = Literal["thread", "inline"]
+
+#: ``info`` key naming why an episode was cut short by infrastructure (a sandbox that
+#: went away, crashed or hung), as opposed to the task's own time limit
+TRUNCATED_REASON = "farm.truncated_reason"
 ResetResult = tuple[Any, dict[str, Any]]
 StepResult = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
 EnvFactory = Callable[[], Any]

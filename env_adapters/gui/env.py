@@ -36,9 +36,10 @@ import numpy as np
 from env_adapters.gui import actions as A
 from env_adapters.gui import spaces as S
 from env_adapters.gui.tasks import TaskSpec
+from farm.env import TRUNCATED_REASON
 from farm.errors import FarmError
 
-TRUNCATED_REASON = "farm.truncated_reason"
+__all__ = ["TRUNCATED_REASON", "GuiEnv", "SandboxCrashed"]
 
 
 class SandboxCrashed(FarmError):

@@ -23,9 +23,8 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from farm.client.session import AsyncSession
+from farm.env import TRUNCATED_REASON
 from farm.errors import FailedPreconditionError, FarmError, SandboxUnavailableError
-
-TRUNCATED_REASON = "farm.truncated_reason"
 
 
 class AsyncRemoteEnv:
