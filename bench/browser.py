@@ -28,7 +28,11 @@ read, no screenshot) while farm observes as usual, so the headline step time is
 over steps that do not end the episode; steps that end one are reported apart.
 
 Each episode: a timed ``reset(seed=s)``, then the scripted steps, each timed
-(one ``perf_counter_ns`` pair around the call). Per task all stacks are
+(one ``perf_counter_ns`` pair around the call). Two scenarios (``--think-ms``):
+``think 0 ms`` calls back to back (the env never idles), ``think 150 ms``
+waits 150 ms before every call (untimed), as a policy choosing its action
+does; farm prepares the next episode's browser context in such idle time
+(``env_adapters/browser/chromium.py``), the package has nothing to prepare. Per task all stacks are
 open at once, warmed up with one untimed episode, then run in interleaved
 rounds (one episode per stack per round, rotating the order). A separate part
 times one screenshot (capture + decode into an ``HxWx3`` uint8 array) at
@@ -378,9 +382,16 @@ class Record:
         self.viewport: list[int] | None = None  # the browser's viewport (CSS pixels)
 
 
-def run_episode(stack: Stack, task: str, seed: int, rec: Record | None) -> None:
-    """One scripted episode; timed into ``rec`` (untimed warm-up when None)."""
+def run_episode(
+    stack: Stack, task: str, seed: int, rec: Record | None, think_s: float = 0.0
+) -> None:
+    """One scripted episode; timed into ``rec`` (untimed warm-up when None).
+
+    ``think_s``: untimed pause before every call (a policy choosing its action).
+    """
     clock = time.perf_counter_ns
+    if think_s:
+        time.sleep(think_s)
     t0 = clock()
     obs = stack.reset(seed)
     t1 = clock()
@@ -390,6 +401,8 @@ def run_episode(stack: Stack, task: str, seed: int, rec: Record | None) -> None:
     reward, terminated, bad = 0.0, False, 0
     step_ns: list[tuple[int, bool]] = []
     for action in encoded:
+        if think_s:
+            time.sleep(think_s)
         s0 = clock()
         result = stack.step(action)
         s1 = clock()
@@ -411,13 +424,19 @@ def run_episode(stack: Stack, task: str, seed: int, rec: Record | None) -> None:
 
 
 def time_task(
-    task: str, stacks: list[str], seeds: list[int], sock_dir: str, console: Console
-) -> dict[str, Record]:
-    records = {s: Record() for s in stacks}
+    task: str,
+    stacks: list[str],
+    seeds: list[int],
+    sock_dir: str,
+    console: Console,
+    thinks_ms: list[int],
+) -> dict[int, dict[str, Record]]:
+    """Per think time: per stack, the timed episodes (all stacks open at once)."""
+    records = {think: {s: Record() for s in stacks} for think in thinks_ms}
     open_stacks: dict[str, Stack] = {}
     with contextlib.ExitStack() as exit_stack:
         for name in stacks:
-            rec = records[name]
+            rec = records[thinks_ms[0]][name]
             try:
                 t0 = time.perf_counter()
                 stack = exit_stack.enter_context(STACK_FACTORIES[name](task, sock_dir))
@@ -429,22 +448,29 @@ def time_task(
                 console.print(f"[red]{task} / {name} failed to start:[/] {rec.errors[-1]}")
                 continue
             open_stacks[name] = stack
-        deadline = time.monotonic() + TASK_TIME_LIMIT_S
-        order = list(open_stacks)
-        for r, seed in enumerate(seeds):
-            if time.monotonic() > deadline:
-                console.print(f"[yellow]{task}: time limit, stopped after {r} rounds[/]")
-                break
-            for name in order[r % len(order) :] + order[: r % len(order)]:
-                rec = records[name]
-                if len(rec.errors) >= 3:
-                    continue
-                gc.collect()
-                try:
-                    run_episode(open_stacks[name], task, seed, rec)
-                except Exception as e:  # noqa: BLE001
-                    rec.errors.append(f"seed {seed}: {type(e).__name__}: {e}")
-                    console.print(f"[red]{task} / {name}:[/] {rec.errors[-1]}")
+            for think in thinks_ms:
+                records[think][name].launch_s = rec.launch_s
+                records[think][name].viewport = rec.viewport
+        for think in thinks_ms:
+            deadline = time.monotonic() + TASK_TIME_LIMIT_S * (1 + think / 100)
+            order = list(open_stacks)
+            for r, seed in enumerate(seeds):
+                if time.monotonic() > deadline:
+                    console.print(
+                        f"[yellow]{task} (think {think} ms): time limit, "
+                        f"stopped after {r} rounds[/]"
+                    )
+                    break
+                for name in order[r % len(order) :] + order[: r % len(order)]:
+                    rec = records[think][name]
+                    if len(rec.errors) >= 3:
+                        continue
+                    gc.collect()
+                    try:
+                        run_episode(open_stacks[name], task, seed, rec, think / 1000)
+                    except Exception as e:  # noqa: BLE001
+                        rec.errors.append(f"seed {seed}: {type(e).__name__}: {e}")
+                        console.print(f"[red]{task} / {name}:[/] {rec.errors[-1]}")
     return records
 
 
@@ -498,7 +524,8 @@ def time_screenshots(size: str, shots: int, rounds: int, console: Console) -> li
         inner = _fit_viewport(driver, ww, wh)
 
         def farm_shot() -> np.ndarray:
-            return loop.run_until_complete(env.sandbox.screenshot())
+            with env.sandbox.busy():  # no spare context is prepared while timing
+                return loop.run_until_complete(env.sandbox.screenshot())
 
         png_sizes: list[int] = []
 
@@ -604,10 +631,10 @@ def summarize(records: dict[str, dict[str, Record]], stacks: list[str]) -> list[
     return rows
 
 
-def same_pages(records: dict[str, dict[str, Record]]) -> dict[str, Any]:
+def same_pages(records: list[dict[str, Record]]) -> dict[str, Any]:
     """Did every stack get the same instruction for the same (task, seed)?"""
     checked = same = 0
-    for recs in records.values():
+    for recs in records:
         by_seed: dict[int, set[str]] = {}
         for rec in recs.values():
             for seed, text in rec.instructions.items():
@@ -634,8 +661,18 @@ def _x(v: float | None, target: bool = True) -> str:
 def render(
     rows: list[dict[str, Any]], shots: list[dict[str, Any]], info: dict[str, Any], console: Console
 ) -> None:
+    for think in sorted({r["think_ms"] for r in rows}):
+        render_latency([r for r in rows if r["think_ms"] == think], think, info, console)
+    render_screenshots(shots, console)
+    print_foreign_load(console, info)
+
+
+def render_latency(
+    rows: list[dict[str, Any]], think: int, info: dict[str, Any], console: Console
+) -> None:
     table = Table(
-        title=f"MiniWoB++ reset / step latency, {len(info['tasks'])} tasks, same seeds "
+        title=f"MiniWoB++ reset / step latency, think {think} ms between calls, "
+        f"{len(info['tasks'])} tasks, same seeds "
         f"({info['cpu_count']} CPUs, Chromium {info['chromium']}, {info['date']})"
     )
     cols = (
@@ -667,7 +704,9 @@ def render(
         )
     console.print(table)
 
-    per_task = Table(title="per task: p50 (steps n = steps that did not end the episode)")
+    per_task = Table(
+        title=f"think {think} ms, per task: p50 (steps n = steps that did not end the episode)"
+    )
     for col in ("task", "stack", "reset", "step", "steps n", "end step", "reset b/f", "step b/f"):
         per_task.add_column(col, justify="left" if col in ("task", "stack") else "right")
     last = None
@@ -687,6 +726,8 @@ def render(
         )
     console.print(per_task)
 
+
+def render_screenshots(shots: list[dict[str, Any]], console: Console) -> None:
     shot_table = Table(title="one screenshot: capture + decode into HxWx3 uint8")
     for col in ("size", "implementation", "p50", "p99", "mean", "PNG bytes"):
         shot_table.add_column(col, justify="left" if col in ("size", "implementation") else "right")
@@ -704,7 +745,6 @@ def render(
             f"{png / 1000:.1f} kB" if png else "",
         )
     console.print(shot_table)
-    print_foreign_load(console, info)
 
 
 def _tool_version(binary: str) -> str | None:
@@ -731,6 +771,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--sizes", default=",".join(SHOT_SIZES), help="screenshot sizes: 160x210,1280x720 or none"
     )
+    p.add_argument(
+        "--think-ms",
+        default="0,150",
+        help="comma-separated untimed pauses before every call, one scenario each (default 0,150)",
+    )
     p.add_argument("--json", default="browser.json", help="file name under bench/results/")
     args = p.parse_args(argv)
 
@@ -746,6 +791,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in sizes:
         if s not in SHOT_SIZES:
             p.error(f"unknown screenshot size {s!r}")
+    thinks_ms = [int(t) for t in args.think_ms.split(",") if t.strip()]
+    if not thinks_ms or min(thinks_ms) < 0:
+        p.error("--think-ms needs one or more pauses >= 0")
     episodes = args.episodes or (4 if args.quick else 12)
     shots = args.shots or (40 if args.quick else 100)
     seeds = [args.seed_base + i for i in range(episodes)]
@@ -763,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks=tasks,
     )
     warn_if_busy(info, console)
-    records: dict[str, dict[str, Record]] = {}
+    records: dict[int, dict[str, dict[str, Record]]] = {think: {} for think in thinks_ms}
     shot_rows: list[dict[str, Any]] = []
     phases: dict[str, float] = {}  # foreign CPU share per task / screenshot size
     walls: dict[str, float] = {}
@@ -771,14 +819,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="farm-bench-") as sock_dir, ForeignLoad() as foreign:
         for task in tasks:
             t0, f0 = time.monotonic(), foreign.cpu_s()
-            records[task] = time_task(task, stacks, seeds, sock_dir, console)
+            by_think = time_task(task, stacks, seeds, sock_dir, console, thinks_ms)
             phases[task] = foreign.fraction(foreign.cpu_s() - f0, time.monotonic() - t0)
             walls[task] = time.monotonic() - t0
-            for name, rec in records[task].items():
-                console.print(
-                    f"{task:17s} {name:17s} reset p50 {_f(_ms(rec.reset_ns, 50)):>9s}  "
-                    f"step p50 {_f(_ms(rec.step_ns, 50)):>9s}  solved {rec.solved}/{rec.episodes}"
-                )
+            for think, recs in by_think.items():
+                records[think][task] = recs
+                for name, rec in recs.items():
+                    console.print(
+                        f"{task:17s} think {think:3d} ms {name:24s} reset p50 "
+                        f"{_f(_ms(rec.reset_ns, 50)):>9s}  step p50 "
+                        f"{_f(_ms(rec.step_ns, 50)):>9s}  solved {rec.solved}/{rec.episodes}"
+                    )
         for size in sizes:
             t0, f0 = time.monotonic(), foreign.cpu_s()
             shot_rows += time_screenshots(size, shots, 5, console)
@@ -791,9 +842,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     info["foreign_cpu_fraction_by_phase"] = phases
     info["loadavg_at_end"] = list(os.getloadavg())
-    rows = summarize(records, stacks)
+    rows = [
+        {"think_ms": think, **row}
+        for think in thinks_ms
+        for row in summarize(records[think], stacks)
+    ]
     render(rows, shot_rows, info, console)
-    pages = same_pages(records)
+    pages = same_pages([recs for by_task in records.values() for recs in by_task.values()])
     console.print(
         f"same seed, same page: {pages['same_instruction_in_every_stack']}/"
         f"{pages['episodes_checked']} (task, seed) pairs had the same instruction in every stack"
@@ -812,6 +867,7 @@ def main(argv: list[str] | None = None) -> int:
                 "screenshot_shots": shots,
                 "screenshot_sizes": {k: SHOT_SIZES[k] for k in sizes},
                 "target_speedup": TARGET_SPEEDUP,
+                "think_ms": thinks_ms,
                 "wall_s": time.monotonic() - t_start,
                 "wall_s_by_phase": walls,
             },
@@ -819,15 +875,18 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
             "screenshots": shot_rows,
             "samples_us": {
-                task: {
-                    name: {
-                        "reset": [round(x / 1e3) for x in rec.reset_ns],
-                        "step": [round(x / 1e3) for x in rec.step_ns],
-                        "end_step": [round(x / 1e3) for x in rec.end_step_ns],
+                f"think {think} ms": {
+                    task: {
+                        name: {
+                            "reset": [round(x / 1e3) for x in rec.reset_ns],
+                            "step": [round(x / 1e3) for x in rec.step_ns],
+                            "end_step": [round(x / 1e3) for x in rec.end_step_ns],
+                        }
+                        for name, rec in recs.items()
                     }
-                    for name, rec in recs.items()
+                    for task, recs in by_task.items()
                 }
-                for task, recs in records.items()
+                for think, by_task in records.items()
             },
         },
     )

@@ -40,6 +40,7 @@ _REGISTRY: dict[str, EnvEntry] = {}
 _NAMESPACES: dict[str, str] = {
     "toy": "env_adapters.toy",
     "miniwob": "env_adapters.browser.miniwob",
+    "desktop": "env_adapters.desktop.tasks",
 }
 _loaded_namespaces: set[str] = set()
 

@@ -5,6 +5,23 @@ launched once (:meth:`ChromiumSandbox.launch`). Every episode gets a fresh
 browser context (clean cookies, storage and cache) with a fixed viewport and a
 single page (:meth:`ChromiumSandbox.open`).
 
+Fast resets: opening a context and a page costs 150-400 ms (a new renderer
+process; about 0.4 s of CPU), loading a page 100 ms more. So once an episode
+has started, the sandbox prepares the *next* episode's tab
+(:meth:`~ChromiumSandbox.prepare_spare`): a fresh context and page that no
+episode has touched. With ``preload`` the spare tab also loads the page (with
+``preload`` as its init script), and the next open of the same URL only has to
+adopt it (``open`` then returns True and the caller seeds the episode in the
+loaded page); without it, the spare tab is blank and the next open loads the
+page into it. The spare is prepared in the sandbox's *idle time* only: each
+stage (context, page, load) waits until no call has been running for
+:data:`SPARE_IDLE_S` (callers mark their calls with :meth:`~ChromiumSandbox.busy`),
+so it fills the time the agent spends choosing its action and never competes
+with a step. A client that steps back to back leaves no idle time: the next
+open then finishes the spare's remaining stages itself (the cost of a reset
+without spares). A spare that failed or does not fit (another URL) is closed
+and the open starts from scratch.
+
 Safety and robustness:
 
 * only local pages: every non-loopback http(s)/ws request goes to a dead proxy
@@ -39,7 +56,8 @@ import contextlib
 import io
 import os
 import signal
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urldefrag
 
@@ -81,6 +99,8 @@ _DEAD_PROXY = {"server": "http://127.0.0.1:9", "bypass": "localhost,127.0.0.1,[:
 #: Hides the text caret in screenshots (it blinks, so it would make them time-dependent).
 _HIDE_CARET = "*, *::before, *::after { caret-color: transparent !important; }"
 _CLOSE_TIMEOUT_S = 5.0
+#: the spare tab is prepared only after the sandbox has been idle this long (s)
+SPARE_IDLE_S = 0.02
 
 
 def _same_page(a: str, b: str) -> bool:
@@ -104,6 +124,12 @@ class ChromiumSandbox:
             the observed area (default: the same).
         executable_path: the Chromium binary.
         headless: run without a window (the default; a display is needed otherwise).
+        unthrottled_frames: let the compositor draw frames as soon as asked
+            (``--disable-frame-rate-limit``) instead of at 60 Hz. A screenshot waits
+            for a fresh frame: 5-8 ms then, 15-35 ms at 60 Hz. The price: a page that
+            animates without end (CSS animations, ``requestAnimationFrame`` loops) is
+            redrawn as fast as the CPU allows (measured: 1.9 CPU cores for one
+            spinning square, 0.08 at 60 Hz). For pages that are still between actions.
         extra_args: flags added to :data:`LAUNCH_ARGS`.
     """
 
@@ -116,6 +142,7 @@ class ChromiumSandbox:
         window_height: int | None = None,
         executable_path: str = DEFAULT_EXECUTABLE,
         headless: bool = True,
+        unthrottled_frames: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         if width < 1 or height < 1:
@@ -126,12 +153,20 @@ class ChromiumSandbox:
         self.executable_path = executable_path
         self.headless = headless
         self.extra_args = tuple(extra_args)
+        if unthrottled_frames:
+            self.extra_args = ("--disable-frame-rate-limit", *self.extra_args)
         self._pw: Playwright | None = None
         self._browser: Browser | None = None
         self._browser_pid: int | None = None
-        self._context: BrowserContext | None = None
-        self._page: Page | None = None
-        self._cdp: CDPSession | None = None
+        self._tab: _Tab | None = None  # the episode's
+        self._spare: asyncio.Task[_Tab] | None = None  # the next episode's, being prepared
+        self._hurry = False  # an open waits for background work: no more idle gating
+        self._retiring: asyncio.Task[None] | None = None  # the last episode's tab, closing
+        self._busy = 0
+        self._idle_since = time.monotonic()
+        #: how the last open got its tab: "preloaded" (spare with the page loaded),
+        #: "spare" (blank spare tab) or "new" (no spare was ready)
+        self.last_open = ""
         self._lost: str | None = None
         self.home_url = ""
         #: where the page went when it left :attr:`home_url` (None while it stays)
@@ -152,10 +187,14 @@ class ChromiumSandbox:
         return self._browser_pid
 
     @property
+    def _page(self) -> Page | None:
+        return None if self._tab is None else self._tab.page
+
+    @property
     def page(self) -> Page:
-        if self._page is None:
+        if self._tab is None:
             raise SandboxCrashed("no page is open (the episode was not started)")
-        return self._page
+        return self._tab.page
 
     async def launch(self) -> None:
         """Start the Playwright driver and Chromium (once per sandbox)."""
@@ -188,18 +227,66 @@ class ChromiumSandbox:
             return next(int(p["id"]) for p in info["processInfo"] if p["type"] == "browser")
         return None
 
-    async def open(self, url: str, *, init_script: str | None = None, timeout_s: float) -> Page:
-        """Close the previous episode's context; open ``url`` in a fresh one.
+    async def open(
+        self,
+        url: str,
+        *,
+        init_script: str | None = None,
+        timeout_s: float,
+        preload: str | None = None,
+    ) -> bool:
+        """Open ``url`` in a fresh context; the previous episode's context is closed in
+        the background (idle time, like the spare; at most one at a time).
 
-        ``init_script`` runs in the page before its own scripts.
+        ``init_script`` runs in the page before its own scripts. With ``preload``
+        (an init script too), the page may instead come from a spare tab that
+        loaded ``url`` ahead of time with ``preload`` as its init script (see
+        :meth:`prepare_spare`): then ``init_script`` has *not* run and the call
+        returns True.
         """
         if self._browser is None:
             raise SandboxCrashed("the browser is not running")
         self.check()
-        await self._close_context()
+        await self._finish_retiring()
+        self._retire_tab()
         self.left_to = None
         self.popups_closed = []
         self.home_url = ""  # no departures while the page loads
+        tab = await self._take_spare(url if preload is not None else None, timeout_s)
+        preloaded = tab is not None and tab.loaded == url
+        self.last_open = "preloaded" if preloaded else "new" if tab is None else "spare"
+        try:
+            if tab is None:
+                tab = await self._new_tab(timeout_s)
+            self._adopt(tab)
+            if not preloaded:
+                if init_script:
+                    await self.call(tab.context.add_init_script(init_script))
+                await self._load(tab, url, timeout_s)
+        except SandboxCrashed:
+            await self._close_tab()
+            raise
+        self.home_url = tab.page.url  # as the browser spells it (data: URLs get re-encoded)
+        return preloaded
+
+    def prepare_spare(self, url: str, *, timeout_s: float, preload: str | None = None) -> None:
+        """Start preparing the next episode's tab in the background (see :meth:`open`).
+
+        Call it when the episode has started: the work (a context, a page, the
+        load) then overlaps the episode instead of delaying its first observation.
+        """
+        if self._browser is None or self._spare is not None:
+            return
+        self._spare = asyncio.ensure_future(self._prepare_spare(url, preload, timeout_s))
+
+    async def _new_tab(self, timeout_s: float, *, gate: bool = False) -> _Tab:
+        """A fresh context with one blank page and a CDP session on it.
+
+        ``gate``: wait for idle time before each stage (a spare being prepared).
+        """
+        assert self._browser is not None
+        if gate:
+            await self._until_idle()
         context = await self.call(
             self._browser.new_context(
                 viewport={"width": self.window_width, "height": self.window_height},
@@ -208,29 +295,113 @@ class ChromiumSandbox:
                 service_workers="block",
             )
         )
-        self._context = context
-        context.set_default_timeout(timeout_s * 1000)
-        context.on("page", self._on_popup)
-        if init_script:
-            await self.call(context.add_init_script(init_script))
-        page = await self.call(context.new_page())
-        self._page = page
-        page.on("crash", lambda _: self._set_lost("the page crashed"))
-        page.on("framenavigated", self._on_navigated)
-        self._cdp = await self.call(context.new_cdp_session(page))
+        tab = _Tab(context)
         try:
-            await self.call(page.goto(url, wait_until="load", timeout=timeout_s * 1000))
+            context.set_default_timeout(timeout_s * 1000)
+            context.on("page", lambda page: self._on_popup(tab, page))
+            if gate:
+                await self._until_idle()
+            tab.page = await self.call(context.new_page())
+            tab.page.on("crash", lambda _: self._on_crash(tab))
+            tab.page.on("framenavigated", lambda frame: self._on_navigated(tab, frame))
+            tab.cdp = await self.call(context.new_cdp_session(tab.page))
+        except BaseException:
+            await _close_context(context)
+            raise
+        return tab
+
+    async def _load(self, tab: _Tab, url: str, timeout_s: float) -> None:
+        try:
+            await self.call(tab.page.goto(url, wait_until="load", timeout=timeout_s * 1000))
         except SandboxCrashed as e:
             raise SandboxCrashed(f"cannot load {clip_url(url)}: {e}") from None
-        self.home_url = page.url  # as the browser spells it (data: URLs get re-encoded)
-        await self.call(page.add_style_tag(content=_HIDE_CARET))
-        return page
+        await self.call(tab.page.add_style_tag(content=_HIDE_CARET))
+        tab.loaded, tab.home = url, tab.page.url
 
-    async def _close_context(self) -> None:
-        context, self._context, self._page, self._cdp = self._context, None, None, None
-        if context is not None:
-            with contextlib.suppress(Exception):  # closing must not fail
-                await asyncio.wait_for(context.close(), _CLOSE_TIMEOUT_S)
+    async def _prepare_spare(self, url: str, preload: str | None, timeout_s: float) -> _Tab:
+        tab = await self._new_tab(timeout_s, gate=True)
+        try:
+            if preload is not None:
+                await self._until_idle()
+                await self.call(tab.context.add_init_script(preload))
+                await self._load(tab, url, timeout_s)
+        except BaseException:
+            await _close_context(tab.context)
+            raise
+        return tab
+
+    async def _take_spare(self, url: str | None, timeout_s: float) -> _Tab | None:
+        """The prepared tab if it is usable for ``url`` (None: a blank one), else None."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        self._hurry = True  # its remaining stages run now, idle or not
+        try:
+            tab = await asyncio.wait_for(asyncio.shield(spare), timeout_s)
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - a failed spare is no loss
+            await _discard(spare)
+            self.check()  # but a dead browser is
+            return None
+        finally:
+            self._hurry = False
+        if tab.crashed or tab.page.is_closed() or (tab.loaded is not None and tab.loaded != url):
+            await _close_context(tab.context)
+            return None
+        if tab.page.url != tab.home:  # it navigated while it waited
+            await _close_context(tab.context)
+            return None
+        return tab
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark a call (a reset, a step) in progress: no spare is prepared meanwhile."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle_since = time.monotonic()
+
+    async def _until_idle(self) -> None:
+        """Return once no call has run for :data:`SPARE_IDLE_S` (at once if an open waits)."""
+        while not self._hurry:
+            idle = time.monotonic() - self._idle_since
+            if self._busy == 0 and idle >= SPARE_IDLE_S:
+                return
+            await asyncio.sleep(SPARE_IDLE_S - idle if self._busy == 0 else SPARE_IDLE_S)
+
+    def _adopt(self, tab: _Tab) -> None:
+        self._tab = tab
+        if tab.crashed:
+            self._set_lost("the page crashed")
+
+    async def _close_tab(self) -> None:
+        tab, self._tab = self._tab, None
+        if tab is not None:
+            await _close_context(tab.context)
+
+    def _retire_tab(self) -> None:
+        """Close the episode's tab in the sandbox's idle time (see :meth:`open`)."""
+        tab, self._tab = self._tab, None
+        if tab is not None:
+            self._retiring = asyncio.ensure_future(self._close_when_idle(tab))
+
+    async def _close_when_idle(self, tab: _Tab) -> None:
+        await self._until_idle()
+        await _close_context(tab.context)
+
+    async def _finish_retiring(self) -> None:
+        """Wait for the previous tab to close (at most one closes in the background)."""
+        retiring, self._retiring = self._retiring, None
+        if retiring is not None and not retiring.done():
+            self._hurry = True
+            try:
+                await asyncio.wait_for(asyncio.shield(retiring), _CLOSE_TIMEOUT_S)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - bounded, never fails
+                retiring.cancel()
+            finally:
+                self._hurry = False
 
     async def close(self, *, force: bool = False) -> None:
         """Close everything; bounded in time, never raises.
@@ -238,11 +409,15 @@ class ChromiumSandbox:
         ``force`` (after a crash or a hang) kills the browser's processes at once
         instead of closing the page and the browser gracefully.
         """
+        spare, self._spare = self._spare, None
         if force and self._browser_pid is not None:
             _kill_tree(self._browser_pid)
             self._browser_pid = None
-            self._context = self._page = self._cdp = None
-        await self._close_context()
+            self._tab = None
+        if spare is not None:
+            await _discard(spare)
+        await self._finish_retiring()
+        await self._close_tab()
         browser, self._browser = self._browser, None
         if browser is not None:
             with contextlib.suppress(Exception):
@@ -298,9 +473,13 @@ class ChromiumSandbox:
 
     # ------------------------------------------------------------ events
 
-    def _on_navigated(self, frame: Any) -> None:
-        page = self._page
-        if page is not None and frame == page.main_frame:
+    def _on_crash(self, tab: _Tab) -> None:
+        tab.crashed = True
+        if tab is self._tab:
+            self._set_lost("the page crashed")
+
+    def _on_navigated(self, tab: _Tab, frame: Any) -> None:
+        if tab is self._tab and frame == tab.page.main_frame:
             self._note_departure(frame.url)
 
     def check_navigation(self) -> str | None:
@@ -313,10 +492,11 @@ class ChromiumSandbox:
         if self.left_to is None and self.home_url and not _same_page(url, self.home_url):
             self.left_to = clip_url(url)
 
-    def _on_popup(self, page: Page) -> None:
-        if self._page is None or page is self._page:  # the episode's own page, being opened
+    def _on_popup(self, tab: _Tab, page: Page) -> None:
+        if tab.page is None or page is tab.page:  # the tab's own page, being opened
             return
-        self.popups_closed.append(page.url or "about:blank")
+        if tab is self._tab:
+            self.popups_closed.append(page.url or "about:blank")
         task = asyncio.ensure_future(_close_quietly(page))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -333,12 +513,13 @@ class ChromiumSandbox:
 
     async def screenshot(self) -> np.ndarray:
         """The observed area as an ``(height, width, 3)`` uint8 array (exact pixels)."""
-        if self._context is None or self._page is None:
+        tab = self._tab
+        if tab is None:
             raise SandboxCrashed("no page is open (the episode was not started)")
         png: bytes | None = None
-        if self._cdp is not None:
+        if tab.cdp is not None:
             try:
-                shot = await self._cdp.send(
+                shot = await tab.cdp.send(
                     "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}
                 )
                 png = base64.b64decode(shot["data"])
@@ -346,11 +527,9 @@ class ChromiumSandbox:
                 # a cross-process navigation (to another page or an error page) detaches
                 # the CDP session: use Playwright's screenshot, which follows the page
                 self.check()
-                self._cdp = None
+                tab.cdp = None
         if png is None:
-            png = await self.call(
-                self._page.screenshot(type="png", caret="hide", animations="allow")
-            )
+            png = await self.call(tab.page.screenshot(type="png", caret="hide", animations="allow"))
         with Image.open(io.BytesIO(png)) as img:
             pixels = np.asarray(img.convert("RGB"))
         pixels = pixels[: self.height, : self.width]
@@ -359,6 +538,33 @@ class ChromiumSandbox:
             canvas[: pixels.shape[0], : pixels.shape[1]] = pixels
             pixels = canvas
         return np.array(pixels)  # a fresh, writable, C-contiguous copy
+
+
+class _Tab:
+    """A browser context with its one page (an episode's, or the spare)."""
+
+    def __init__(self, context: BrowserContext) -> None:
+        self.context = context
+        self.page: Page = None  # type: ignore[assignment]  # set right after creation
+        self.cdp: CDPSession | None = None
+        self.loaded: str | None = None  # the URL loaded into it, if any
+        self.home = "about:blank"  # its page's URL after loading (as the browser spells it)
+        self.crashed = False
+
+
+async def _close_context(context: BrowserContext) -> None:
+    with contextlib.suppress(Exception):  # closing must not fail
+        await asyncio.wait_for(context.close(), _CLOSE_TIMEOUT_S)
+
+
+async def _discard(spare: asyncio.Task[_Tab]) -> None:
+    """Cancel a spare tab being prepared, or close the one it prepared."""
+    if not spare.done():
+        spare.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(spare), _CLOSE_TIMEOUT_S)
+    if spare.done() and not spare.cancelled() and spare.exception() is None:
+        await _close_context(spare.result().context)
 
 
 class NavigationError(SandboxCrashed):

@@ -15,10 +15,14 @@ screenshot, the text view and every coordinate refer to that area.
 Per episode: a fresh browser context (clean storage), the page loaded with
 ``Math.random`` seeded from the episode seed before the page's own scripts run
 (so pages that draw random numbers at load time are deterministic too), then
-the page task starts the episode. Per step: the action is performed with
-Playwright's mouse and keyboard, the page task evaluates, and the observation
-is the screenshot plus the text view (:mod:`env_adapters.browser.dom`) taken
-in the same step.
+the page task starts the episode. The context (and, for page tasks that seed
+themselves at start such as MiniWoB++, the loaded page) is prepared in the
+previous episode's idle time (see :mod:`env_adapters.browser.chromium`);
+``info["browser_context"]`` of a reset says whether it was (``"preloaded"``,
+``"spare"``) or not (``"new"``). Per step: the action is performed with
+Playwright's mouse and keyboard, then the page task evaluates while the
+observation, the screenshot plus the text view
+(:mod:`env_adapters.browser.dom`), is taken.
 
 Actions (text form in :mod:`env_adapters.gui.actions`):
 
@@ -126,7 +130,15 @@ def seeded_random_js(seed: int) -> str:
 
 
 class PageTask(Protocol):
-    """What an episode on a page means: instruction, reward, end (see module doc)."""
+    """What an episode on a page means: instruction, reward, end (see module doc).
+
+    ``preload``: True if an episode may start on a page loaded before its seed
+    was known (the page draws no seed-dependent randomness while loading, or
+    :meth:`start` re-seeds it, as MiniWoB++ does); the sandbox then keeps the
+    next episode's page loaded in a spare context, so reset skips the load.
+    """
+
+    preload: bool
 
     async def start(self, sandbox: ChromiumSandbox, seed: int, options: dict[str, Any]) -> str:
         """Start the episode on the freshly loaded page; return its instruction."""
@@ -147,13 +159,17 @@ class ScriptedPage:
     ``evaluator["reward"]`` (a number) and ``evaluator["done"]`` (a boolean) are
     evaluated in the page after every action; both are optional (reward 0,
     never done). The instruction is the task's ``instruction``,
-    ``setup["instruction"]`` or the page title.
+    ``setup["instruction"]`` or the page title. ``setup["preload"]: true`` lets
+    the next episode's page load ahead of time (with ``Math.random`` seeded 0,
+    re-seeded with the episode seed when the episode starts): only for pages
+    whose load does not depend on the seed.
     """
 
     def __init__(self, task: TaskSpec) -> None:
         self.task = task
         self.reward_js = task.evaluator.get("reward")
         self.done_js = task.evaluator.get("done")
+        self.preload = bool(task.setup.get("preload", False))
 
     async def start(self, sandbox: ChromiumSandbox, seed: int, options: dict[str, Any]) -> str:
         if self.task.instruction is not None:
@@ -229,7 +245,14 @@ class BrowserEnv(GuiEnv):
         max_type_chars: longest text ``type``/``type_element`` accept.
         page_task: the episode logic (default: from ``task.evaluator``).
         executable_path: Chromium binary; headless: run without a window.
+        unthrottled_frames: draw frames on demand rather than at 60 Hz (faster
+            screenshots; only for pages that do not animate without end: see
+            :class:`~env_adapters.browser.chromium.ChromiumSandbox`).
     """
+
+    #: the page task's state and the observation are read concurrently (one renderer
+    #: round trip and the screenshot's frame wait overlap)
+    observe_while_evaluating = True
 
     def __init__(
         self,
@@ -245,6 +268,7 @@ class BrowserEnv(GuiEnv):
         page_task: PageTask | None = None,
         executable_path: str = DEFAULT_EXECUTABLE,
         headless: bool = True,
+        unthrottled_frames: bool = False,
     ) -> None:
         if task.kind != "browser":
             raise ConfigError(f"BrowserEnv runs browser tasks, {task.id} is a {task.kind} task")
@@ -268,6 +292,7 @@ class BrowserEnv(GuiEnv):
             window_height=window_height,
             executable_path=executable_path,
             headless=headless,
+            unthrottled_frames=unthrottled_frames,
         )
         self._refs: tuple[int, ...] = ()
         self._notes: dict[str, Any] = {}
@@ -286,9 +311,14 @@ class BrowserEnv(GuiEnv):
 
     async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
         page_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
-        await self.sandbox.open(
-            self.url, init_script=seeded_random_js(page_seed), timeout_s=self.op_timeout_s
+        preloaded = await self.sandbox.open(
+            self.url,
+            init_script=seeded_random_js(page_seed),
+            timeout_s=self.op_timeout_s,
+            preload=self._preload_script(),
         )
+        if preloaded:  # loaded ahead of time with seed 0; the task seeds itself at start
+            await self.sandbox.call(self.sandbox.page.evaluate(seeded_random_js(page_seed)))
         self._refs = ()
         self._notes = {}
         return await self.page_task.start(self.sandbox, page_seed, options)
@@ -355,10 +385,25 @@ class BrowserEnv(GuiEnv):
         meta["title"] = clip_url(view.title)
         return pixels, view.text, meta
 
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        with self.sandbox.busy():
+            obs, info = await super().areset(seed=seed, options=options)
+        # the next episode's context (and page) get ready in this one's idle time
+        self.sandbox.prepare_spare(
+            self.url, timeout_s=self.op_timeout_s, preload=self._preload_script()
+        )
+        return obs, {**info, "browser_context": self.sandbox.last_open}
+
+    def _preload_script(self) -> str | None:
+        return seeded_random_js(0) if self.page_task.preload else None
+
     # ------------------------------------------------------------ episode end on navigation
 
     async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = await super().astep(action)
+        with self.sandbox.busy():
+            obs, reward, terminated, truncated, info = await super().astep(action)
         left = self.sandbox.left_to
         if left is not None and not terminated and not truncated:
             truncated = True

@@ -164,6 +164,10 @@ _SET_QUERY_JS = """(text) => {
 class MiniWoBTask:
     """The MiniWoB episode logic (a :class:`~env_adapters.browser.env.PageTask`)."""
 
+    #: start() re-seeds the page (``Math.seedrandom``), as the package does on its
+    #: long-lived page: the next episode's page may be loaded ahead of time
+    preload = True
+
     def __init__(self, task: TaskSpec, *, episode_time_ms: int | None = None) -> None:
         self.task = task
         self.name = str(task.setup.get("miniwob_task", task.name))
@@ -187,21 +191,24 @@ class MiniWoBTask:
   {time_limit}
   core.startEpisodeReal();
   if (core.cover_div) core.cover_div.onclick = null;
-  return !!WOB_TASK_READY;
+  return WOB_TASK_READY ? {{u: ({_UTTERANCE_JS})()}} : null;
 }}"""
 
     async def start(self, sandbox: ChromiumSandbox, seed: int, options: dict[str, Any]) -> str:
         page = sandbox.page
         data_mode = str(options.get("data_mode", "train"))
+        # the start script returns the utterance when the task is ready at once (most are)
         ready = await sandbox.call(page.evaluate(self.start_script(seed, data_mode)))
         polls = 0
-        while not ready:
+        while ready is None:
             polls += 1
             if polls > _READY_POLLS:
                 raise SandboxCrashed(f"miniwob/{self.name} did not become ready (WOB_TASK_READY)")
             await asyncio.sleep(_READY_POLL_S)
-            ready = await sandbox.call(page.evaluate("() => !!WOB_TASK_READY"))
-        utterance = str(await sandbox.call(page.evaluate(_UTTERANCE_JS)))
+            ready = await sandbox.call(
+                page.evaluate(f"() => WOB_TASK_READY ? {{u: ({_UTTERANCE_JS})()}} : null")
+            )
+        utterance = str(ready["u"])
         if self.infeasible is None:
             return utterance
         text = str(await sandbox.call(page.evaluate(_PAGE_TEXT_JS)))

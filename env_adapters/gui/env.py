@@ -9,7 +9,8 @@ Per step (``astep``):
    with reward 1 if the task is infeasible, else 0;
 3. any other action is performed by the adapter (an adapter ``ActionError``,
    e.g. an unknown element ref, is again a no-op with the error in ``info``),
-   then the adapter evaluates the task (reward, done);
+   then the adapter evaluates the task (reward, done) and observes the sandbox
+   (concurrently if the adapter sets ``observe_while_evaluating``);
 4. for infeasible tasks any ending other than ``fail()`` earns 0;
 5. after ``max_steps`` steps the episode is truncated.
 
@@ -19,7 +20,7 @@ or exceeds ``op_timeout_s``), the step returns ``truncated=True`` with
 
 Adapters implement the async hooks ``_launch``, ``_start_episode``,
 ``_perform``, ``_observe``, ``_evaluate`` and ``_shutdown``. ``reset``/``step``
-are sync facades (a private event loop) for in-process use; the farm server
+are sync facades (a private event loop in its own thread) for in-process use; the farm server
 awaits ``areset``/``astep`` directly.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from typing import Any
 
@@ -52,6 +54,9 @@ class GuiEnv(gym.Env):
     metadata: dict[str, Any] = {"render_modes": []}
     #: bound of ``_launch`` (starting a browser or an emulator takes longer than one op)
     launch_timeout_s: float = 60.0
+    #: run ``_evaluate`` and ``_observe`` of a step concurrently (adapters whose
+    #: evaluation cannot change what is observed, and whose sandbox overlaps the two)
+    observe_while_evaluating: bool = False
 
     def __init__(
         self,
@@ -78,6 +83,7 @@ class GuiEnv(gym.Env):
         self._instruction = ""
         self._steps = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------ adapter hooks
@@ -219,11 +225,17 @@ class GuiEnv(gym.Env):
             await self._call("performing the action", self._perform(action))
         except A.ActionError as e:
             return await self._noop(e, truncated)
-        reward, done, info = await self._call("evaluating the task", self._evaluate())
+        extra = {"last_action": A.format_action(action)}
+        if self.observe_while_evaluating:
+            (reward, done, info), obs = await _both(
+                self._call("evaluating the task", self._evaluate()), self._obs(extra)
+            )
+        else:
+            reward, done, info = await self._call("evaluating the task", self._evaluate())
+            obs = await self._obs(extra)
         if not self.task.feasible:
             # the page's own evaluation does not count: only fail() is right; keep it apart
             reward, info = 0.0, {"infeasible_task": True, "page_info": info}
-        obs = await self._obs({"last_action": A.format_action(action)})
         return obs, float(reward), bool(done), truncated and not done, info
 
     async def _noop(self, error: Exception, truncated: bool):
@@ -239,9 +251,16 @@ class GuiEnv(gym.Env):
     # ------------------------------------------------------------ sync facade
 
     def _run(self, coro: Any) -> Any:
+        """Run ``coro`` on the env's event loop, which lives in its own thread, so
+        background work (a browser preparing the next episode) goes on between calls."""
         if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coro)
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(
+                target=loop.run_forever, name=f"farm-gui-{self.task.id}", daemon=True
+            )
+            thread.start()
+            self._loop, self._loop_thread = loop, thread
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         return self._run(self.areset(seed=seed, options=options))
@@ -250,6 +269,27 @@ class GuiEnv(gym.Env):
         return self._run(self.astep(action))
 
     def close(self) -> None:
-        if self._loop is not None and not self._loop.is_closed():
+        loop, thread = self._loop, self._loop_thread
+        if loop is None or loop.is_closed():
+            return
+        try:
             self._run(self.aclose())
-            self._loop.close()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=10)
+            if not loop.is_running():
+                loop.close()
+
+
+async def _both(first: Any, second: Any) -> tuple[Any, Any]:
+    """Await two coroutines concurrently; if one fails, cancel the other and raise."""
+    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
+    try:
+        a, b = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return a, b

@@ -1,0 +1,178 @@
+"""The text view of a desktop: its top-level windows, from the window manager (EWMH).
+
+One line per window the window manager manages (``_NET_CLIENT_LIST_STACKING``,
+topmost first), in the shared format (:mod:`env_adapters.gui.spaces`)::
+
+    [1] window "notes.txt - Mousepad" class="mousepad" focused @(320,128,640,480)
+    [2] window "galculator" class="galculator" @(0,381,331,343)
+    [3] window "xterm" class="xterm" minimized @(0,0,484,316)
+
+``name`` is the window title (``_NET_WM_NAME``, else ``WM_NAME``), ``class``
+the instance part of ``WM_CLASS``, ``focused`` marks the active window
+(``_NET_ACTIVE_WINDOW``), ``minimized`` a hidden one; the box is the client
+area in screen pixels (clipped boxes may extend past the screen). Refs are
+numbered per observation; ``click_element(ref)`` on a window activates it and
+clicks the centre of its visible part (see :mod:`env_adapters.desktop.env`).
+
+This is the view every X11 app gets. An AT-SPI view of the widgets inside
+GTK windows is not part of this module (see the desktop section of
+docs/architecture.md for its status).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from Xlib import X, Xatom
+from Xlib import error as xerror
+from Xlib.display import Display
+
+from env_adapters.gui import SandboxCrashed
+
+NAME_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Window:
+    """A top-level client window."""
+
+    ref: int
+    xid: int
+    title: str
+    wm_class: str
+    pid: int | None
+    box: tuple[int, int, int, int]  # x, y, w, h on screen
+    focused: bool
+    minimized: bool
+
+    def line(self) -> str:
+        flags = (" focused" if self.focused else "") + (" minimized" if self.minimized else "")
+        x, y, w, h = self.box
+        return (
+            f"[{self.ref}] window {json.dumps(self.title[:NAME_LIMIT])} "
+            f"class={json.dumps(self.wm_class)}{flags} @({x},{y},{w},{h})"
+        )
+
+    def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
+        x, y, w, h = self.box
+        x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, width), min(y + h, height)
+        if x1 <= x0 or y1 <= y0:
+            return None
+        return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+
+
+@dataclass(frozen=True)
+class TextView:
+    """One text view: its lines and the windows behind the refs."""
+
+    windows: tuple[Window, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(w.line() for w in self.windows)
+
+    @property
+    def active(self) -> Window | None:
+        return next((w for w in self.windows if w.focused), None)
+
+    def by_ref(self, ref: int) -> Window | None:
+        return next((w for w in self.windows if w.ref == ref), None)
+
+    def refs(self) -> str:
+        return ", ".join(str(w.ref) for w in self.windows) or "none"
+
+
+class WindowView:
+    """Reads the window list of one display (see module doc)."""
+
+    def __init__(self, display: Display) -> None:
+        self.d = display
+        self.root = display.screen().root
+        atom = display.intern_atom
+        self._stacking = atom("_NET_CLIENT_LIST_STACKING")
+        self._active = atom("_NET_ACTIVE_WINDOW")
+        self._net_name = atom("_NET_WM_NAME")
+        self._utf8 = atom("UTF8_STRING")
+        self._pid = atom("_NET_WM_PID")
+        self._state = atom("_NET_WM_STATE")
+        self._hidden = atom("_NET_WM_STATE_HIDDEN")
+
+    def _prop(self, win, atom: int, kind: int = X.AnyPropertyType):
+        try:
+            return win.get_full_property(atom, kind)
+        except xerror.BadWindow:
+            return None
+
+    def client_ids(self) -> list[int]:
+        """Managed windows, bottom to top."""
+        prop = self._prop(self.root, self._stacking)
+        return list(prop.value) if prop is not None else []
+
+    def active_id(self) -> int | None:
+        prop = self._prop(self.root, self._active)
+        return (
+            int(prop.value[0]) if prop is not None and len(prop.value) and prop.value[0] else None
+        )
+
+    def title(self, win) -> str:
+        prop = self._prop(win, self._net_name, self._utf8)
+        if prop is not None and prop.value:
+            value = prop.value
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        prop = self._prop(win, Xatom.WM_NAME)
+        if prop is not None and prop.value:
+            value = prop.value
+            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        return ""
+
+    def snapshot(self) -> TextView:
+        """The current windows, topmost first, numbered from 1."""
+        try:
+            return self._snapshot()
+        except (xerror.ConnectionClosedError, OSError) as e:
+            raise SandboxCrashed(f"the X display went away: {e}") from None
+
+    def _snapshot(self) -> TextView:
+        active = self.active_id()
+        found: list[Window] = []
+        for xid in reversed(self.client_ids()):
+            win = self.d.create_resource_object("window", xid)
+            try:
+                geom = win.get_geometry()
+                pos = win.translate_coords(self.root, 0, 0)
+                wm_class = win.get_wm_class()
+                attrs = win.get_attributes()
+            except (xerror.BadWindow, xerror.BadDrawable):
+                continue  # closed while we looked
+            state = self._prop(win, self._state)
+            minimized = (
+                state is not None and self._hidden in state.value
+            ) or attrs.map_state != X.IsViewable
+            pid_prop = self._prop(win, self._pid)
+            found.append(
+                Window(
+                    ref=len(found) + 1,
+                    xid=xid,
+                    title=self.title(win),
+                    wm_class=wm_class[0] if wm_class else "",
+                    pid=int(pid_prop.value[0]) if pid_prop is not None and pid_prop.value else None,
+                    box=(-pos.x, -pos.y, geom.width, geom.height),
+                    focused=xid == active,
+                    minimized=minimized,
+                )
+            )
+        return TextView(tuple(found))
+
+    def activate(self, xid: int) -> None:
+        """Ask the window manager to raise and focus a window (``_NET_ACTIVE_WINDOW``)."""
+        from Xlib.protocol import event
+
+        ev = event.ClientMessage(
+            window=self.d.create_resource_object("window", xid),
+            client_type=self._active,
+            data=(32, [2, X.CurrentTime, 0, 0, 0]),
+        )
+        mask = X.SubstructureRedirectMask | X.SubstructureNotifyMask
+        self.root.send_event(ev, event_mask=mask)
+        self.d.sync()

@@ -1,0 +1,344 @@
+"""``DesktopEnv``: the shared GUI interface (:mod:`env_adapters.gui`) over an X11 desktop.
+
+A :class:`DesktopEnv` runs one desktop task (:mod:`env_adapters.desktop.tasks`)
+on its own :class:`~env_adapters.desktop.display.Desktop` (Xvfb, openbox,
+session D-Bus, private home). The observed area is the whole screen
+(``width x height``, default 1280x720).
+
+Lifecycle: the first reset starts the desktop (~0.3 s); every reset then
+kills the apps of the previous episode, restores the home directory from its
+template, and lets the task set up its files and start its apps (it waits
+until their windows are up, focused and answering a ping). ``info["reset_s"]``
+reports the time. Close stops everything (nothing is left behind).
+
+Per step: the action goes in through XTEST (:mod:`env_adapters.desktop.input`),
+then the env waits for the focused app to handle it (a ``_NET_WM_PING``
+round trip plus ``settle_ms`` for the redraw), checks the task's apps, and
+observes: screenshot through shared memory (:mod:`env_adapters.desktop.capture`)
+and the window list as text (:mod:`env_adapters.desktop.a11y`).
+
+Actions (text form in :mod:`env_adapters.gui.actions`):
+
+* ``click``/``double_click``/``right_click``/``move``/``drag``/``scroll``
+  take screen pixels; a point off the screen is refused (no-op step,
+  ``info["action_error"]`` names the screen size);
+* ``type(text)`` types character by character (``\\n`` is Enter), at most
+  ``max_type_chars`` characters; ``key(combo)`` presses a combo of the shared
+  key names (an unknown key is refused, naming the known ones);
+* ``click_element(ref)`` activates the window ``ref`` of the text view and
+  clicks the centre of its visible part; ``type_element(ref, text)`` activates
+  it and types; ``select_element`` is refused (windows have no options);
+* ``wait(ms)`` sleeps.
+
+Rewards: the task's checker runs when the agent declares ``done()``
+(reward 1 or 0); steps earn 0; the episode ends at ``done()``, ``fail()``
+(1 on infeasible tasks) or ``max_steps``.
+
+Bad input: a watched app that exits, stops, or does not answer a ping within
+``hang_timeout_s`` ends the episode **truncated** with
+``info["farm.truncated_reason"]`` naming the app (the next reset starts the
+apps afresh); a checker that raises also truncates with its error; Xvfb or the
+window manager dying is a crash (truncated; the next reset relaunches the
+desktop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from env_adapters.desktop.a11y import TextView, WindowView
+from env_adapters.desktop.capture import ScreenCapture
+from env_adapters.desktop.context import (
+    AppFailure,
+    CheckerError,
+    Pinger,
+    TaskContext,
+    _ignore_x_error,
+)
+from env_adapters.desktop.display import Desktop, DesktopConfig
+from env_adapters.desktop.input import XInput
+from env_adapters.gui import SandboxCrashed
+from env_adapters.gui import actions as A
+from env_adapters.gui.env import TRUNCATED_REASON, GuiEnv
+from env_adapters.gui.tasks import TaskSpec
+from farm.errors import ConfigError, MissingExtraError
+
+try:
+    from Xlib import display as xdisplay
+    from Xlib import error as xerror
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise MissingExtraError("python-xlib", "desktop") from e
+
+MAX_TYPE_CHARS = 2_000
+
+
+class DesktopTask:
+    """What an episode means on a desktop: set up state, give the instruction, check.
+
+    Subclasses override :meth:`setup` (write files, launch apps through the
+    context; return the instruction) and :meth:`check` (inspect real state;
+    return reward and info).
+    """
+
+    def setup(self, ctx: TaskContext, rng: np.random.Generator) -> str:
+        raise NotImplementedError
+
+    def check(self, ctx: TaskContext) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+
+TaskFactory = Callable[[TaskSpec], DesktopTask]
+
+
+class DesktopEnv(GuiEnv):
+    """A GUI env over one X11 desktop; see the module doc.
+
+    Args:
+        task: a ``kind="desktop"`` task spec.
+        desktop_task: its logic (default: looked up by id in :mod:`env_adapters.desktop.tasks`).
+        width, height: screen size (= screenshot size).
+        action_format: ``"text"`` or ``"structured"``.
+        op_timeout_s: bound of every sandbox operation.
+        hang_timeout_s: how long an app may take to answer a ping before it counts as hung.
+        settle_ms: pause after an action's ping for the app to redraw.
+        max_type_chars: longest text ``type``/``type_element`` accept.
+    """
+
+    launch_timeout_s = 30.0
+
+    def __init__(
+        self,
+        task: TaskSpec,
+        *,
+        desktop_task: DesktopTask | None = None,
+        width: int = 1280,
+        height: int = 720,
+        action_format: str = "text",
+        op_timeout_s: float = 20.0,
+        hang_timeout_s: float = 3.0,
+        settle_ms: int = 30,
+        max_type_chars: int = MAX_TYPE_CHARS,
+    ) -> None:
+        if task.kind != "desktop":
+            raise ConfigError(f"DesktopEnv runs desktop tasks, {task.id} is a {task.kind} task")
+        super().__init__(
+            task, width=width, height=height, action_format=action_format, op_timeout_s=op_timeout_s
+        )
+        if desktop_task is None:
+            from env_adapters.desktop.tasks import task_logic
+
+            desktop_task = task_logic(task)
+        self.desktop_task = desktop_task
+        self.hang_timeout_s = hang_timeout_s
+        self.settle_s = settle_ms / 1000
+        self.max_type_chars = max_type_chars
+        #: pause between typed characters (``setup["type_delay_ms"]``: galculator drops
+        #: a key that repeats within ~100 ms)
+        self.type_delay_s = float(task.setup.get("type_delay_ms", 0)) / 1000
+        self.desktop = Desktop(DesktopConfig(width=width, height=height))
+        self._x: Any = None
+        self._input: XInput | None = None
+        self._capture: ScreenCapture | None = None
+        self._view: WindowView | None = None
+        self._pinger: Pinger | None = None
+        self.ctx: TaskContext | None = None
+        self._last_view = TextView(())
+
+    # ------------------------------------------------------------ GuiEnv hooks
+
+    async def _launch(self) -> None:
+        await asyncio.to_thread(self._launch_sync)
+
+    def _launch_sync(self) -> None:
+        self.desktop.start()
+        try:
+            self._x = xdisplay.Display(self.desktop.display)
+            self._x.set_error_handler(_ignore_x_error)  # e.g. activating a window that closed
+            self._input = XInput(self._x, self.width, self.height)
+            self._capture = ScreenCapture(self.desktop.display, self.width, self.height)
+            self._view = WindowView(self._x)
+            self._pinger = Pinger(self.desktop.display)
+        except BaseException:
+            self._shutdown_sync()
+            raise
+
+    async def _shutdown(self) -> None:
+        await asyncio.to_thread(self._shutdown_sync)
+
+    def _shutdown_sync(self) -> None:
+        if self._capture is not None:
+            self._capture.close()
+        if self._pinger is not None:
+            self._pinger.close()
+        if self._x is not None:
+            with contextlib.suppress(Exception):
+                self._x.close()
+        self._x = self._input = self._capture = self._view = self._pinger = None
+        self.ctx = None
+        self.desktop.close()
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await asyncio.to_thread(self._shutdown_sync)  # also a desktop whose launch was cut short
+
+    async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
+        return await asyncio.to_thread(self._start_episode_sync, seed)
+
+    def _start_episode_sync(self, seed: int | None) -> str:
+        assert self._view is not None and self._pinger is not None and self._input is not None
+        self.desktop.check()
+        self.desktop.kill_apps()
+        self.desktop.restore_home()
+        self.ctx = TaskContext(self.desktop, self._view, self._pinger)
+        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
+        rng = np.random.default_rng(episode_seed)
+        try:
+            self._input.release_all()
+            instruction = self.desktop_task.setup(self.ctx, rng)
+        except (xerror.ConnectionClosedError, OSError) as e:
+            raise SandboxCrashed(f"the X display went away: {e}") from None
+        self._last_view = TextView(())
+        return instruction
+
+    async def _perform(self, action: A.Action) -> None:
+        await asyncio.to_thread(self._perform_sync, action)
+
+    def _perform_sync(self, action: A.Action) -> None:
+        assert self._input is not None and self.ctx is not None
+        self.desktop.check()
+        try:
+            self._act(action)
+        except A.ActionError:
+            raise
+        except (xerror.ConnectionClosedError, OSError) as e:
+            raise SandboxCrashed(f"the X display went away: {e}") from None
+        self._settle()
+        self.ctx.health(self.hang_timeout_s)  # AppFailure: a watched app died or hangs
+
+    def _settle(self) -> None:
+        """Wait until the focused app took in the input (a ping), then for its redraw."""
+        assert self._view is not None and self._pinger is not None
+        active = self._view.active_id()
+        if active is not None:
+            self._pinger.ping(active, self.hang_timeout_s)
+        time.sleep(self.settle_s)
+
+    async def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
+        return 0.0, False, {}  # the checker runs at done() (see module doc)
+
+    async def _evaluate_done(self) -> float:
+        return await asyncio.to_thread(self._check_sync)
+
+    def _check_sync(self) -> float:
+        assert self.ctx is not None
+        self.desktop.check()
+        try:
+            reward, info = self.desktop_task.check(self.ctx)
+        except (CheckerError, SandboxCrashed):
+            raise
+        except Exception as e:
+            raise CheckerError(
+                f"the checker of {self.task.id} raised {type(e).__name__}: {e}"
+            ) from e
+        self._check_info = info
+        return float(reward)
+
+    async def _observe(self) -> tuple[np.ndarray, str, dict[str, Any]]:
+        return await asyncio.to_thread(self._observe_sync)
+
+    def _observe_sync(self) -> tuple[np.ndarray, str, dict[str, Any]]:
+        assert self._capture is not None and self._view is not None
+        self.desktop.check()
+        view = self._view.snapshot()
+        pixels = self._capture.grab()
+        self._last_view = view
+        active = view.active
+        meta = {
+            "display": self.desktop.display,
+            "active_window": active.title if active is not None else None,
+            "windows": len(view.windows),
+        }
+        return pixels, view.text, meta
+
+    async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self._check_info: dict[str, Any] = {}
+        try:
+            obs, reward, terminated, truncated, info = await super().astep(action)
+        except (AppFailure, CheckerError) as e:
+            # the desktop is fine: observe it, end the episode truncated with the reason
+            self._crashed = None
+            kind = "app" if isinstance(e, AppFailure) else "checker"
+            try:
+                obs = await self._obs({"error": str(e)})
+            except SandboxCrashed as crash:
+                self._crashed = str(crash)
+                obs = self._blank_obs(str(e))
+            return obs, 0.0, False, True, {TRUNCATED_REASON: f"{kind}: {e}"}
+        if self._check_info:
+            info = {**info, "check": self._check_info}
+        return obs, reward, terminated, truncated, info
+
+    # ------------------------------------------------------------ actions
+
+    def _check_text(self, text: str) -> None:
+        if len(text) > self.max_type_chars:
+            raise A.ActionError(
+                f"text of {len(text):,} characters is longer than the limit of "
+                f"{self.max_type_chars:,} characters per type action; type it in parts"
+            )
+
+    def _window(self, ref: int) -> tuple[int, int, int]:
+        win = self._last_view.by_ref(ref)
+        if win is None:
+            raise A.ActionError(
+                f"no window with ref {ref}; refs in the text view are {self._last_view.refs()}"
+            )
+        center = win.visible_center(self.width, self.height)
+        if center is None:
+            raise A.ActionError(f"window {ref} ({win.title!r}) is not on the screen")
+        return win.xid, *center
+
+    def _act(self, action: A.Action) -> None:
+        inp = self._input
+        assert inp is not None and self.ctx is not None
+        if isinstance(action, A.Click):
+            inp.click(action.x, action.y, action.button, action.count)
+        elif isinstance(action, A.Move):
+            inp.move(action.x, action.y)
+        elif isinstance(action, A.Drag):
+            inp.drag(action.x, action.y, action.to_x, action.to_y)
+        elif isinstance(action, A.Scroll):
+            inp.scroll(action.x, action.y, action.dx, action.dy)
+        elif isinstance(action, A.TypeText):
+            self._check_text(action.text)
+            inp.type_text(action.text, delay_s=self.type_delay_s)
+        elif isinstance(action, A.Key):
+            inp.key(action.combo)
+        elif isinstance(action, A.ClickElement):
+            xid, x, y = self._window(action.ref)
+            self.ctx.focus(xid)
+            inp.click(x, y)
+        elif isinstance(action, A.TypeElement):
+            self._check_text(action.text)
+            xid, _, _ = self._window(action.ref)
+            self.ctx.focus(xid)
+            inp.type_text(action.text, delay_s=self.type_delay_s)
+        elif isinstance(action, A.SelectElement):
+            raise A.ActionError(
+                "select_element needs a list element; the desktop text view lists windows only"
+            )
+        elif isinstance(action, A.Wait):
+            longest = max(0.0, self.op_timeout_s - 0.5)
+            if action.ms / 1000 > longest:
+                raise A.ActionError(
+                    f"wait({action.ms}) is longer than this env allows ({longest * 1000:.0f} ms)"
+                )
+            time.sleep(action.ms / 1000)
+        else:
+            raise A.ActionError(f"{A.format_action(action)} is not performed by the desktop")

@@ -1,0 +1,530 @@
+"""Scripted oracle policies for the desktop suite (``desktop/<task>``).
+
+An oracle sees only what any agent sees (the instruction and the text view
+of windows; never the sandbox) and answers one action per step in the shared
+text form (:mod:`env_adapters.gui.actions`)::
+
+    oracle = oracle_for("desktop/calc-add")
+    action = oracle.act(obs)        # e.g. 'click_element(1)', 'type("12+30=")'
+
+They work the way a person with a keyboard would: focus a window
+(``click_element`` on its ref, or a pixel ``click`` into it), type commands
+and shortcuts (``ctrl+s``, ``alt+F4``), and watch window titles to know when
+something finished: a terminal command ends by setting the window title to a
+marker, a save is done when the editor's title loses its ``*``. When the
+policy returns, the oracle declares ``done()``; on the infeasible tasks it
+declares ``fail()``.
+
+From the shell::
+
+    python -m env_adapters.desktop.oracles desktop/calc-add --seeds 5 [--address ADDR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from env_adapters.gui import actions as A
+
+# ---------------------------------------------------------------- the text view
+
+_LINE = re.compile(
+    r'\[(\d+)\] window ("(?:[^"\\]|\\.)*") class=("(?:[^"\\]|\\.)*")'
+    r"( focused)?( minimized)? @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
+)
+
+
+@dataclass(frozen=True)
+class Win:
+    """One line of the desktop text view."""
+
+    ref: int
+    title: str
+    wm_class: str
+    focused: bool
+    minimized: bool
+    box: tuple[int, int, int, int]
+
+    @property
+    def center(self) -> tuple[int, int]:
+        x, y, w, h = self.box
+        return x + w // 2, y + h // 2
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot make sense of the observation."""
+
+
+def parse_windows(text: str) -> list[Win]:
+    """The window lines of a desktop text view."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            raise OracleError(f"not a window line: {line!r}")
+        found.append(
+            Win(
+                ref=int(m.group(1)),
+                title=json.loads(m.group(2)),
+                wm_class=json.loads(m.group(3)),
+                focused=bool(m.group(4)),
+                minimized=bool(m.group(5)),
+                box=(int(m.group(6)), int(m.group(7)), int(m.group(8)), int(m.group(9))),
+            )
+        )
+    return found
+
+
+class View:
+    def __init__(self, obs: dict[str, Any]) -> None:
+        self.obs = obs
+        self.instruction = str(obs.get("instruction", ""))
+        self.windows = parse_windows(str(obs.get("text", "")))
+
+    def find(self, wm_class: str | None = None, title: Callable[[str], bool] | None = None):
+        return [
+            w
+            for w in self.windows
+            if (wm_class is None or w.wm_class == wm_class) and (title is None or title(w.title))
+        ]
+
+    def first(self, wm_class: str | None = None, title: Callable[[str], bool] | None = None):
+        found = self.find(wm_class, title)
+        if not found:
+            raise OracleError(f"no {wm_class or ''} window in:\n{self.obs.get('text', '')}")
+        return found[0]
+
+
+# ---------------------------------------------------------------- action text
+
+
+def click_element(w: Win) -> str:
+    return A.format_action(A.ClickElement(w.ref))
+
+
+def click(x: int, y: int) -> str:
+    return A.format_action(A.Click(int(x), int(y)))
+
+
+def type_text(text: str) -> str:
+    return A.format_action(A.TypeText(text))
+
+
+def key(combo: str) -> str:
+    return A.format_action(A.Key(combo))
+
+
+def wait(ms: int) -> str:
+    return A.format_action(A.Wait(int(ms)))
+
+
+DONE, FAIL = "done()", "fail()"
+Policy = Generator[str, dict[str, Any], None]
+
+
+class Oracle:
+    """Base of the scripted policies (a generator per episode, as the browser oracles)."""
+
+    task: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._policy: Policy | None = None
+        self._finished = False
+
+    def act(self, obs: dict[str, Any]) -> str:
+        if self._finished:
+            return DONE
+        try:
+            if self._policy is None:
+                self._policy = self.policy(obs)
+                return next(self._policy)
+            return self._policy.send(obs)
+        except StopIteration:
+            self._finished = True
+            return DONE
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def parse(self, pattern: str, instruction: str) -> re.Match[str]:
+        m = re.fullmatch(pattern, instruction.strip())
+        if m is None:
+            raise OracleError(f"{self.task}: unexpected instruction {instruction!r}")
+        return m
+
+    @staticmethod
+    def wait_until(
+        obs: dict[str, Any], ready: Callable[[View], bool], *, ms: int = 100, tries: int = 50
+    ) -> Generator[str, dict[str, Any], View]:
+        view = View(obs)
+        for _ in range(tries):
+            if ready(view):
+                return view
+            view = View((yield wait(ms)))
+        raise OracleError(f"not ready after {ms * tries} ms; windows:\n{view.obs.get('text')}")
+
+
+# ---------------------------------------------------------------- terminal
+
+
+class TerminalOracle(Oracle):
+    """Types one shell command into the terminal, ending it by setting the title to a
+    marker, and waits until the title shows the marker."""
+
+    def command(self, m: re.Match[str]) -> str:
+        raise NotImplementedError
+
+    pattern: ClassVar[str] = ""
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        m = self.parse(self.pattern, view.instruction)
+        term = view.first("xterm")
+        obs = yield click_element(term)
+        marker = "oracle-finished"
+        cmd = f"{self.command(m)}; printf '\\033]0;%s\\007' {marker}\n"
+        obs = yield type_text(cmd)
+        yield from self.wait_until(obs, lambda v: bool(v.find("xterm", lambda t: t == marker)))
+
+
+def q(path: str) -> str:
+    return shlex.quote(path)
+
+
+class TerminalCreateFileOracle(TerminalOracle):
+    task = "desktop/terminal-create-file"
+    pattern = r'Create the file (\S+) containing the line "(.*)"\.'
+
+    def command(self, m: re.Match[str]) -> str:
+        path, line = m.group(1), m.group(2)
+        return f"mkdir -p $(dirname {q(path)}) && echo {q(line)} > {q(path)}"
+
+
+class TerminalMakeDirOracle(TerminalOracle):
+    task = "desktop/terminal-make-dir"
+    pattern = r"Create the directory (\S+) \(with its parents\)\."
+
+    def command(self, m: re.Match[str]) -> str:
+        return f"mkdir -p {q(m.group(1))}"
+
+
+class TerminalRenameFileOracle(TerminalOracle):
+    task = "desktop/terminal-rename-file"
+    pattern = r"Rename the file (\S+) to (\S+)\."
+
+    def command(self, m: re.Match[str]) -> str:
+        return f"mv {q(m.group(1))} {q(m.group(2))}"
+
+
+class TerminalDeleteTmpOracle(TerminalOracle):
+    task = "desktop/terminal-delete-tmp"
+    pattern = r"Delete every \.tmp file in (\S+) and keep all other files there\."
+
+    def command(self, m: re.Match[str]) -> str:
+        return f"rm -f {q(m.group(1))}/*.tmp"
+
+
+class TerminalCountLinesOracle(TerminalOracle):
+    task = "desktop/terminal-count-lines"
+    pattern = r"Write the number of lines of (\S+) \(just the number\) into the file (\S+)\."
+
+    def command(self, m: re.Match[str]) -> str:
+        return f"wc -l < {q(m.group(1))} > {q(m.group(2))}"
+
+
+class TerminalChmodOracle(TerminalOracle):
+    task = "desktop/terminal-chmod"
+    pattern = r"Make the script (\S+) executable by its owner\."
+
+    def command(self, m: re.Match[str]) -> str:
+        return f"chmod u+x {q(m.group(1))}"
+
+
+class TerminalKillProcessOracle(TerminalOracle):
+    task = "desktop/terminal-kill-process"
+    pattern = r'Stop the process "(sleep \d+)" that runs on this desktop\.'
+
+    def command(self, m: re.Match[str]) -> str:
+        # only this desktop's process: its environment carries this desktop's FARM_DESKTOP
+        return (
+            f"for p in $(pgrep -x -f {q(m.group(1))}); do "
+            'grep -qz "^FARM_DESKTOP=$FARM_DESKTOP$" /proc/$p/environ && kill $p; done'
+        )
+
+
+class TerminalSetTitleOracle(Oracle):
+    task = "desktop/terminal-set-title"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        title = self.parse(r'Set the title of the terminal window to "(.*)"\.', view.instruction)[1]
+        obs = yield click_element(view.first("xterm"))
+        obs = yield type_text(f"printf '\\033]0;%s\\007' {q(title)}\n")
+        yield from self.wait_until(obs, lambda v: bool(v.find("xterm", lambda t: t == title)))
+
+
+# ---------------------------------------------------------------- editor
+
+
+def saved(path_or_name: str) -> Callable[[View], bool]:
+    """The editor's title names the file and has no unsaved-changes mark."""
+    return lambda v: bool(v.find("mousepad", lambda t: path_or_name in t and not t.startswith("*")))
+
+
+class EditorWriteNewOracle(Oracle):
+    task = "desktop/editor-write-new"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        m = self.parse(r'In the text editor, write "(.*)" and save it as (\S+)\.', view.instruction)
+        text, path = m.group(1), m.group(2)
+        obs = yield click_element(view.first("mousepad"))
+        obs = yield type_text(text)
+        obs = yield key("ctrl+s")
+        # the dialog takes the keyboard once it is the active window
+        obs = yield from self.wait_until(
+            obs, lambda v: any(w.focused for w in v.find(title=lambda t: t == "Save As"))
+        )
+        # the file chooser loads the folder and sets up completion first; typed keys get lost
+        obs = yield wait(500)
+        obs = yield key("ctrl+a")  # the name field may hold a suggested name
+        obs = yield type_text(path)
+        obs = yield wait(300)  # completion of the typed path settles
+        obs = yield key("Enter")
+        yield from self.wait_until(obs, saved(path.rsplit("/", 1)[1]))
+
+
+class EditorAppendLineOracle(Oracle):
+    task = "desktop/editor-append-line"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        m = self.parse(
+            r'Add the line "(.*)" at the end of (\S+) in the text editor and save it\.',
+            view.instruction,
+        )
+        obs = yield click_element(view.first("mousepad"))
+        obs = yield key("ctrl+End")  # the file ends with a newline: the last line is empty
+        obs = yield type_text(m.group(1))
+        obs = yield key("ctrl+s")
+        yield from self.wait_until(obs, saved(m.group(2).rsplit("/", 1)[1]))
+
+
+class EditorCopyLineOracle(Oracle):
+    task = "desktop/editor-copy-line"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        pattern = r"Copy line (\d+) of (\S+) \(open in the text editor\) to the clipboard\."
+        n = int(self.parse(pattern, view.instruction)[1])
+        yield click_element(view.first("mousepad"))
+        yield key("ctrl+Home")
+        for _ in range(n - 1):
+            yield key("Down")
+        yield key("Home")
+        yield key("shift+End")
+        yield key("ctrl+c")
+
+
+class EditorLineNumbersOracle(Oracle):
+    task = "desktop/editor-line-numbers"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        pattern = r"Turn on line numbers in the text editor \(a setting of its View menu\)\."
+        self.parse(pattern, view.instruction)
+        yield click_element(view.first("mousepad"))
+        yield key("alt+v")  # View menu: Select Font..., Color Scheme, Line Numbers, ...
+        yield key("Down")
+        yield key("Down")
+        yield key("Enter")
+
+
+# ---------------------------------------------------------------- calculator
+
+
+class CalculateOracle(Oracle):
+    """Types the expression into galculator (keyboard), ``=``, copies the display."""
+
+    task = "desktop/calc-add"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        expr = self.parse(
+            r"Compute (.*) with the calculator and copy the result to the clipboard\.",
+            view.instruction,
+        )[1]
+        calc = view.first("galculator")
+        if not calc.focused:  # its title bar: the middle of the window is a button
+            yield click(calc.center[0], max(0, calc.box[1] - 8))
+        yield type_text(expr.replace(" ", "") + "=")
+        yield key("ctrl+c")
+
+
+class CalculateExpressionOracle(CalculateOracle):
+    task = "desktop/calc-expression"
+
+
+class CalculateDivisionOracle(CalculateOracle):
+    task = "desktop/calc-divide"
+
+
+# ---------------------------------------------------------------- windows
+
+
+class WindowCloseOracle(Oracle):
+    task = "desktop/window-close"
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        view = View(obs)
+        title = self.parse(
+            r'Close the terminal window titled "(.*)" and leave the others open\.',
+            view.instruction,
+        )[1]
+        obs = yield click_element(view.first("xterm", lambda t: t == title))
+        obs = yield key("alt+F4")  # openbox: close the active window
+        yield from self.wait_until(obs, lambda v: not v.find("xterm", lambda t: t == title))
+
+
+class DeclareInfeasible(Oracle):
+    """The infeasible tasks: the desktop has no network and no plotting."""
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        yield FAIL
+
+
+ORACLES: dict[str, type[Oracle]] = {
+    cls.task: cls
+    for cls in (
+        TerminalCreateFileOracle,
+        TerminalMakeDirOracle,
+        TerminalRenameFileOracle,
+        TerminalDeleteTmpOracle,
+        TerminalCountLinesOracle,
+        TerminalChmodOracle,
+        TerminalSetTitleOracle,
+        TerminalKillProcessOracle,
+        EditorWriteNewOracle,
+        EditorAppendLineOracle,
+        EditorCopyLineOracle,
+        EditorLineNumbersOracle,
+        CalculateOracle,
+        CalculateExpressionOracle,
+        CalculateDivisionOracle,
+        WindowCloseOracle,
+    )
+}
+INFEASIBLE_ORACLES: dict[str, type[Oracle]] = {
+    "desktop/terminal-install-infeasible": DeclareInfeasible,
+    "desktop/calc-plot-infeasible": DeclareInfeasible,
+}
+
+
+def oracle_for(task: str) -> Oracle:
+    cls = ORACLES.get(task) or INFEASIBLE_ORACLES.get(task)
+    if cls is None:
+        raise KeyError(
+            f"no oracle for {task!r}; oracles: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
+        )
+    return cls()
+
+
+def run_episode(
+    env: Any,
+    task: str | Oracle,
+    seed: int,
+    *,
+    max_steps: int = 60,
+    trace: list[dict[str, Any]] | None = None,
+) -> tuple[float, int, list[str]]:
+    """Play one episode with the oracle; returns ``(total_reward, steps, actions)``."""
+    oracle = oracle_for(task) if isinstance(task, str) else task
+    oracle.reset()
+    obs, _ = env.reset(seed=seed)
+    total, actions = 0.0, []
+    for _ in range(max_steps):
+        action = oracle.act(obs)
+        actions.append(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        if trace is not None:
+            trace.append(
+                {
+                    "action": action,
+                    "reward": float(reward),
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                    "info": info,
+                }
+            )
+        if terminated or truncated:
+            break
+    return total, len(actions), actions
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m env_adapters.desktop.oracles",
+        description="Run a scripted desktop oracle and print per-seed results.",
+    )
+    parser.add_argument(
+        "task", help=f"env id, one of: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--address", help="a farm server serving TASK (default: in process)")
+    args = parser.parse_args(argv)
+    try:
+        oracle = oracle_for(args.task)
+    except KeyError as e:
+        parser.error(str(e.args[0]))
+    if args.address:
+        import farm
+
+        env = farm.connect(args.address)
+    else:
+        from farm.registry import make
+
+        env = make(args.task)
+    solved, start = 0, time.perf_counter()
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            t0 = time.perf_counter()
+            trace: list[dict[str, Any]] = []
+            try:
+                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
+            except OracleError as e:
+                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
+                actions.append(f"<oracle error: {e}>")
+            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
+            solved += ok
+            last = trace[-1]["info"] if trace else {}
+            note = "" if ok else f"  info={json.dumps(last, default=str)}"
+            print(
+                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
+                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
+                f"{' '.join(actions)}{note}",
+                flush=True,
+            )
+    finally:
+        env.close()
+    print(f"{args.task}: {solved}/{args.seeds} solved in {time.perf_counter() - start:.1f}s")
+    return 0 if solved == args.seeds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
