@@ -1,5 +1,8 @@
 """Regenerate the checked-in protobuf/gRPC stubs: ``python -m farm.proto.generate``.
 
+Compiles ``farm.proto`` (the environment protocol) and ``control.proto`` (the
+farm control service of ``farm up``).
+
 Needs ``grpcio-tools`` (the ``dev`` extra). The generated modules import each
 other as ``farm.proto.farm_pb2``, so we compile from the project root.
 """
@@ -21,6 +24,7 @@ def main() -> int:
         f"--pyi_out={root}",
         f"--grpc_python_out={root}",
         "farm/proto/farm.proto",
+        "farm/proto/control.proto",
     ]
     return protoc.main(args)
 

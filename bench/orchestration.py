@@ -1,0 +1,204 @@
+"""Orchestration: ``farm up`` to healthy, lease round trip, replacement after SIGKILL.
+
+A farm of 4 sandboxes on the local backend (browser ``miniwob/click-button`` or
+toy ``toy/text-task``; ``--kind auto`` takes browser when the CPUs were idle
+before the start and Chromium is installed), driven through the real CLI:
+
+* **up**: wall time of ``farm up -f spec --detach`` (the command returns once all
+  4 sandboxes are healthy), ``--rounds`` times with a ``farm down`` in between;
+* **lease+release**: one ``FarmClient.lease`` + ``Lease.release`` (no reset; a
+  heartbeat thread is started and stopped with each lease), back to back;
+* **replace**: SIGKILL a healthy sandbox's process, then time until the
+  controller reports its slot healthy again with a new incarnation (polling
+  Status every 20 ms). Kills go round-robin over the 4 slots and the spec sets
+  ``restart.stable_s: 1`` so each is a first restart (no backoff; the backoff
+  applies to a slot failing again and again).
+
+Prints a table and writes ``bench/results/orchestration.json``. Only unix
+sockets under a temporary state dir are used.
+
+    .venv/bin/python bench/orchestration.py            # 3 up rounds, 8 kills
+    .venv/bin/python bench/orchestration.py --quick    # 1 up round, 4 kills
+"""
+
+from __future__ import annotations
+
+import farm  # noqa: F401  # isort: skip  (farm tunes gRPC before grpc loads)
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from _common import ForeignLoad, fmt_us, machine_info, print_foreign_load, warn_if_busy, write_json
+from rich.console import Console
+from rich.table import Table
+
+ENVS = {"browser": "miniwob/click-button", "toy": "toy/text-task"}
+
+
+def farm_client_class() -> Any:
+    """``orchestration.client.FarmClient``. This script is named like the package and
+    its folder comes first on ``sys.path``, so import it with that folder set aside."""
+    here = str(Path(__file__).resolve().parent)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(here)]
+    try:
+        from orchestration.client import FarmClient
+    finally:
+        sys.path[:] = saved
+    return FarmClient
+
+
+def farm_cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "farm.cli", *args],
+        env={**os.environ, "FARM_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def choose_kind(requested: str, info: dict[str, Any]) -> tuple[str, str]:
+    if requested != "auto":
+        return requested, "as asked"
+    if not os.path.exists("/usr/bin/chromium"):
+        return "toy", "no Chromium at /usr/bin/chromium"
+    busy = info["cpu_busy_percent_before"]
+    if busy > 25:
+        return "toy", f"CPUs {busy:.0f}% busy before the start"
+    return "browser", f"CPUs {busy:.0f}% busy before the start"
+
+
+def wait_replaced(client: Any, sandbox_id: str, incarnation: int, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        s = next(s for s in client.status().sandboxes if s.id == sandbox_id)
+        if s.incarnation > incarnation and s.state == "healthy":
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    raise TimeoutError(f"{sandbox_id} was not replaced within {timeout} s")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kind", choices=["auto", "browser", "toy"], default="auto")
+    p.add_argument("--count", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=3, help="farm up rounds")
+    p.add_argument("--leases", type=int, default=300, help="lease+release round trips")
+    p.add_argument("--kills", type=int, default=8)
+    p.add_argument("--quick", action="store_true", help="1 up round, 100 leases, 4 kills")
+    args = p.parse_args()
+    if args.quick:
+        args.rounds, args.leases, args.kills = 1, 100, 4
+    console = Console()
+    info = machine_info()
+    warn_if_busy(info, console)
+    kind, why = choose_kind(args.kind, info)
+    env_id = ENVS[kind]
+    home = Path(tempfile.mkdtemp(prefix="fb-", dir="/tmp"))
+    spec_path = home / "farm.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "restart": {"stable_s": 1.0},
+                "sandboxes": [{"kind": kind, "env": env_id, "count": args.count}],
+            }
+        )
+    )
+    console.print(f"{args.count} x {env_id} ({kind}: {why}), state dir {home}")
+    up_s: list[float] = []
+    lease_ns: list[int] = []
+    replace_s: list[float] = []
+    t_start = time.monotonic()
+    try:
+        with ForeignLoad() as load:
+            for r in range(args.rounds):
+                t0 = time.monotonic()
+                res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
+                up_s.append(time.monotonic() - t0)
+                if res.returncode != 0:
+                    raise SystemExit(f"farm up failed:\n{res.stderr}")
+                console.print(f"up round {r + 1}: {up_s[-1]:.2f} s")
+                if r < args.rounds - 1:
+                    farm_cli(home, "down")
+            client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
+            for i in range(args.leases + 10):
+                t0 = time.perf_counter_ns()
+                lease = client.lease(kind, wait_timeout_s=30)
+                lease.release()
+                if i >= 10:  # warm-up
+                    lease_ns.append(time.perf_counter_ns() - t0)
+            ids = [s.id for s in client.status().sandboxes]
+            for i in range(args.kills):
+                sid = ids[i % len(ids)]
+                s = next(s for s in client.status().sandboxes if s.id == sid)
+                os.kill(s.pid, signal.SIGKILL)
+                replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
+                console.print(f"kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
+                time.sleep(0.5)
+            restarts = sum(s.restarts for s in client.status().sandboxes)
+            client.close()
+            wall = time.monotonic() - t_start
+            info["foreign_cpu_fraction"] = ForeignLoad.fraction(load.cpu_s(), wall)
+    finally:
+        farm_cli(home, "down")
+        shutil.rmtree(home, ignore_errors=True)
+
+    lease_us = np.asarray(lease_ns) / 1e3
+    result = {
+        "kind": kind,
+        "env": env_id,
+        "count": args.count,
+        "kind_reason": why,
+        "up_s": up_s,
+        "up_median_s": statistics.median(up_s),
+        "lease_release_us": {
+            "n": len(lease_us),
+            "p50": float(np.percentile(lease_us, 50)),
+            "p90": float(np.percentile(lease_us, 90)),
+            "p99": float(np.percentile(lease_us, 99)),
+        },
+        "replace_s": replace_s,
+        "replace_p50_s": float(np.percentile(replace_s, 50)),
+        "replace_max_s": max(replace_s),
+        "restarts_reported": restarts,
+        "machine": info,
+    }
+    table = Table("measure", "value", "samples", title=f"orchestration, local backend: {env_id}")
+    table.add_row(
+        f"farm up --detach -> {args.count} healthy (median)",
+        f"{result['up_median_s']:.2f} s",
+        ", ".join(f"{x:.2f}" for x in up_s),
+    )
+    lr = result["lease_release_us"]
+    table.add_row(
+        "lease + release round trip p50 (p99)",
+        f"{fmt_us(lr['p50'])} ({fmt_us(lr['p99'])})",
+        str(lr["n"]),
+    )
+    table.add_row(
+        "SIGKILL -> replacement healthy p50 (max)",
+        f"{result['replace_p50_s']:.2f} s ({result['replace_max_s']:.2f} s)",
+        ", ".join(f"{x:.2f}" for x in replace_s),
+    )
+    console.print(table)
+    print_foreign_load(console, {**info, "cpu_count": os.cpu_count()})
+    path = write_json("orchestration.json", result)
+    console.print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
