@@ -51,6 +51,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-message-mb", type=float, default=64.0)
     p.add_argument("--allow-remote", action="store_true", help="permit non-loopback addresses")
     p.add_argument("--ready-file", help="write the bound address to this file once serving")
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every episode into the episode store DIR (see `farm episodes`)",
+    )
+    p.add_argument(
+        "--record-job",
+        metavar="NAME",
+        default=os.environ.get("FARM_JOB"),
+        help="tag recorded episodes with this job name (default: $FARM_JOB)",
+    )
     p.set_defaults(func=run)
 
 
@@ -69,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         token=args.token,
         max_message_bytes=int(args.max_message_mb * (1 << 20)),
         allow_remote=args.allow_remote,
+        record_dir=args.record,
+        record_job=args.record_job,
     )
     server = Server(args.env, config, env_kwargs=env_kwargs)
 

@@ -38,6 +38,8 @@ class ServerConfig:
         max_message_bytes: larger requests are refused with RESOURCE_EXHAUSTED.
         allow_remote: permit binding to a non-loopback address.
         shutdown_grace_s: on stop, how long running requests may finish.
+        record_dir: if set, record every episode into this episode store
+            (:mod:`farm.recording`); ``record_job`` tags them with a job name.
     """
 
     address: str = "127.0.0.1:0"
@@ -48,6 +50,8 @@ class ServerConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     allow_remote: bool = False
     shutdown_grace_s: float = 5.0
+    record_dir: str | None = None
+    record_job: str | None = None
 
     def validate(self) -> Address:
         addr = Address.parse(self.address)
@@ -102,6 +106,8 @@ class Server:
         else:
             factory = env
             env_id = env_id or getattr(env, "__name__", "custom")
+        if self.config.record_dir:
+            factory = _recording(factory, env_id, env_kwargs or {}, self.config)
         self.service = EnvironmentService(
             factory,
             env_id,
@@ -161,6 +167,23 @@ class Server:
         self._server = None
         assert self._stopped is not None
         self._stopped.set()
+
+
+def _recording(
+    factory: Callable[[], Any], env_id: str, env_kwargs: dict[str, Any], config: ServerConfig
+) -> Callable[[], Any]:
+    """``factory`` whose envs record their episodes into ``config.record_dir``."""
+    from farm.recording.recorder import RecordingConfig, recording_factory, store_root
+
+    assert config.record_dir is not None
+    try:
+        root = store_root(config.record_dir)
+    except OSError as e:
+        raise ConfigError(f"cannot record into {config.record_dir!r}: {e}") from e
+    rec = RecordingConfig(
+        root=root, env_id=env_id, env_kwargs=dict(env_kwargs), job=config.record_job
+    )
+    return recording_factory(factory, rec)
 
 
 async def serve_until_signal(server: Server, on_ready: Callable[[str], None] | None = None) -> None:
