@@ -11,8 +11,14 @@
   (on the empty desktop), ``key`` and ``type`` of 8 characters into xterm. Steps
   in process (sync facade) and through ``farm serve`` (``farm.connect``, raw
   images, unix socket).
+* **step over a GTK app** (the text view then has AT-SPI widget lines):
+  ``key("shift")`` steps on galculator (33 widgets) and mousepad (8 widgets),
+  each with the AT-SPI view on and off (``DesktopEnv(a11y=False)``: the window
+  list alone), in process: the cost of the widget view per step.
 * **screenshot**: ``ScreenCapture.grab`` alone (XShmGetImage via mss + BGRX->RGB
-  in Pillow) into a 720x1280x3 uint8 array; **text view**: ``WindowView.snapshot``.
+  in Pillow) into a 720x1280x3 uint8 array; **text view**: ``WindowView.snapshot``
+  (the window list: xterm) and, for galculator and mousepad, the window list plus
+  ``AtspiClient.snapshot`` (GetItems + pipelined GetExtents/GetText).
 
 Prints a table and writes ``bench/results/desktop.json``. Targets (issue):
 screenshot p50 <= 15 ms, reset p50 <= 1.5 s.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import farm  # isort: skip
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +51,7 @@ from _common import (
 from rich.console import Console
 from rich.table import Table
 
+from env_adapters.desktop.a11y import compose
 from env_adapters.desktop.tasks import make_env
 from farm.server.process import ServerProcess
 
@@ -58,6 +66,7 @@ STEP_ACTIONS: dict[str, Callable[[int], str]] = {
     "key": lambda i: 'key("shift")',
     "type 8 chars": lambda i: 'type("abcdefgh")',
 }
+GTK_TASKS = {"galculator": "calc-add", "mousepad": "editor-append-line"}
 SCREENSHOT_TARGET_MS, RESET_TARGET_S = 15.0, 1.5
 
 
@@ -96,6 +105,30 @@ def bench_steps(env: Any, n: int) -> dict[str, Any]:
     return out
 
 
+def bench_gtk_steps(n: int) -> dict[str, Any]:
+    """``key("shift")`` steps on each GTK app, AT-SPI view off, then on."""
+    out: dict[str, Any] = {}
+    for app, task in GTK_TASKS.items():
+        for a11y in (False, True):
+            env = make_env(task, a11y=a11y)
+            try:
+                obs, _ = env.reset(seed=0)
+                widgets = json.loads(obs["metadata"])["widgets"]
+                samples = []
+                for i in range(n):
+                    if i % 20 == 19:
+                        env.reset(seed=i)
+                    samples.append(time_ns(lambda e=env: e.step('key("shift")')))
+            finally:
+                env.close()
+            out[f"{app}, {'AT-SPI' if a11y else 'windows only'}"] = {
+                "task": f"desktop/{task}",
+                "widgets": widgets,
+                **summarize_ns(samples),
+            }
+    return out
+
+
 def bench_parts(n: int) -> dict[str, Any]:
     env = make_env("terminal-create-file")
     try:
@@ -105,12 +138,29 @@ def bench_parts(n: int) -> dict[str, Any]:
         shots = [time_ns(capture.grab) for _ in range(n)]
         views = [time_ns(view.snapshot) for _ in range(n)]
         shape = capture.grab().shape
-        return {
+        out = {
             "screenshot": {**summarize_ns(shots), "shape": list(shape), "shm": capture.uses_shm},
             "text_view": summarize_ns(views),
         }
     finally:
         env.close()
+    for app, task in GTK_TASKS.items():
+        env = make_env(task)
+        try:
+            env.reset(seed=0)
+            view, atspi = env._view, env._atspi
+            assert view is not None and atspi is not None
+
+            def full(view=view, atspi=atspi) -> Any:
+                windows = view.snapshot()
+                return compose(windows, atspi.snapshot(windows.windows))
+
+            widgets = len(full().widgets)
+            samples = [time_ns(full) for _ in range(n)]
+            out[f"text_view_{app}"] = {"widgets": widgets, **summarize_ns(samples)}
+        finally:
+            env.close()
+    return out
 
 
 def main() -> None:
@@ -118,6 +168,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     args = parser.parse_args()
     resets, steps, shots = (8, 50, 100) if args.quick else (30, 200, 400)
+    gtk_steps = steps // 2
     console = Console()
     info = machine_info()
     warn_if_busy(info, console)
@@ -130,6 +181,7 @@ def main() -> None:
             step_local = bench_steps(env, steps)
         finally:
             env.close()
+        step_gtk = bench_gtk_steps(gtk_steps)
         with (
             tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp,
             ServerProcess("desktop/terminal-create-file", address=f"unix://{tmp}/d.sock") as srv,
@@ -161,11 +213,26 @@ def main() -> None:
             f"{fmt_us(a['p50_us'])} / {fmt_us(a['p99_us'])}",
             f"{fmt_us(b['p50_us'])} / {fmt_us(b['p99_us'])}",
         )
+    for name, r in step_gtk.items():
+        table.add_row(
+            f"step: key over {name} ({r['widgets']} widgets)",
+            f"{fmt_us(r['p50_us'])} / {fmt_us(r['p99_us'])}",
+            "",
+        )
     s, v = parts["screenshot"], parts["text_view"]
     table.add_row(
         f"screenshot alone (shm={s['shm']})", f"{fmt_us(s['p50_us'])} / {fmt_us(s['p99_us'])}", ""
     )
-    table.add_row("text view alone", f"{fmt_us(v['p50_us'])} / {fmt_us(v['p99_us'])}", "")
+    table.add_row(
+        "text view alone (xterm: windows)", f"{fmt_us(v['p50_us'])} / {fmt_us(v['p99_us'])}", ""
+    )
+    for app in GTK_TASKS:
+        r = parts[f"text_view_{app}"]
+        table.add_row(
+            f"text view alone ({app}: windows + AT-SPI, {r['widgets']} widgets)",
+            f"{fmt_us(r['p50_us'])} / {fmt_us(r['p99_us'])}",
+            "",
+        )
     console.print(table)
     reset_p50_s = max(r["p50_us"] for r in reset.values()) / 1e6
     console.print(
@@ -179,10 +246,16 @@ def main() -> None:
         "desktop.json",
         {
             "machine": info,
-            "samples": {"resets_per_app": resets, "steps_per_action": steps, "parts": shots},
+            "samples": {
+                "resets_per_app": resets,
+                "steps_per_action": steps,
+                "gtk_steps": gtk_steps,
+                "parts": shots,
+            },
             "reset": reset,
             "step_in_process": step_local,
             "step_grpc": step_grpc,
+            "step_gtk": step_gtk,
             **parts,
         },
     )

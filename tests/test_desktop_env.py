@@ -115,7 +115,7 @@ def test_mouse_actions_and_click_element(terminal: DesktopEnv) -> None:
         ("scroll(-1, 5, 0, 10)", "outside the 1280x720 screen"),
         ('key("ctrl+nosuchkey")', "unknown key 'nosuchkey'"),
         ('key("hyper+a")', "unknown modifier 'hyper'"),
-        ("click_element(99)", "no window with ref 99; refs in the text view are 1"),
+        ("click_element(99)", "no element with ref 99; refs in the text view are 1"),
         ('select_element(1, "x")', "select_element needs a list element"),
         ("wait(100000)", "wait(ms) takes"),
         ("bogus(1)", "unknown action 'bogus'"),

@@ -4,7 +4,8 @@
   home, apps, cleanup;
 * :mod:`env_adapters.desktop.input`: mouse and keyboard through XTEST;
 * :mod:`env_adapters.desktop.capture`: screenshots through shared memory;
-* :mod:`env_adapters.desktop.a11y`: the text view (the window list);
+* :mod:`env_adapters.desktop.a11y`: the text view (windows, each with its widgets);
+* :mod:`env_adapters.desktop.atspi`: the widgets over AT-SPI (the accessibility bus);
 * :mod:`env_adapters.desktop.context`: what tasks see (files, windows, clipboard, pings);
 * :mod:`env_adapters.desktop.env`: :class:`DesktopEnv`, the shared GUI interface;
 * :mod:`env_adapters.desktop.tasks`: the suite (env ids ``desktop/<task>``);

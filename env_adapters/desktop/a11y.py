@@ -1,34 +1,55 @@
-"""The text view of a desktop: its top-level windows, from the window manager (EWMH).
+"""The text view of a desktop: its windows (EWMH), each followed by its widgets (AT-SPI).
 
 One line per window the window manager manages (``_NET_CLIENT_LIST_STACKING``,
-topmost first), in the shared format (:mod:`env_adapters.gui.spaces`)::
+topmost first), then, indented, one line per widget of that window that the
+app shows over AT-SPI (:mod:`env_adapters.desktop.atspi`), in reading order
+(top to bottom, left to right); all in the shared format
+(:mod:`env_adapters.gui.spaces`)::
 
-    [1] window "notes.txt - Mousepad" class="mousepad" focused @(320,128,640,480)
-    [2] window "galculator" class="galculator" @(0,381,331,343)
-    [3] window "xterm" class="xterm" minimized @(0,0,484,316)
+    [1] window "galculator" class="galculator" focused @(474,196,331,343)
+      [2] menu "File" @(474,196,39,25)
+      [3] text "" value="12" @(481,228,317,52)
+      [4] toggle_button "7" @(480,379,59,34)
+      [5] toggle_button "MR" disabled @(675,339,59,34)
+    [6] window "xterm" class="xterm" @(0,0,484,316)
 
-``name`` is the window title (``_NET_WM_NAME``, else ``WM_NAME``), ``class``
-the instance part of ``WM_CLASS``, ``focused`` marks the active window
-(``_NET_ACTIVE_WINDOW``), ``minimized`` a hidden one; the box is the client
-area in screen pixels (clipped boxes may extend past the screen). Refs are
-numbered per observation; ``click_element(ref)`` on a window activates it and
-clicks the centre of its visible part (see :mod:`env_adapters.desktop.env`).
+Window lines: ``name`` is the window title (``_NET_WM_NAME``, else
+``WM_NAME``), ``class`` the instance part of ``WM_CLASS``, ``focused`` marks
+the active window (``_NET_ACTIVE_WINDOW``), ``minimized`` a hidden one; the box
+is the client area in screen pixels (clipped boxes may extend past the screen).
 
-This is the view every X11 app gets. An AT-SPI view of the widgets inside
-GTK windows is not part of this module (see the desktop section of
-docs/architecture.md for its status).
+Widget lines: the AT-SPI role with ``_`` for spaces (``push_button``,
+``toggle_button``, ``text``, ``menu``, ``menu_item``, ``check_box``,
+``combo_box``...), the accessible name, ``value=`` for text fields (their
+first characters), sliders and spin buttons, and ``"checked"``/``"unchecked"``
+for check boxes, radio buttons and check menu items; flags ``pressed``
+(toggle buttons), ``focused`` (keyboard focus) and ``disabled``; the box in
+screen pixels. Listed: widgets that are showing and visible, and interactive
+(an action, editable text, an input role) or named. Apps without AT-SPI
+(xterm, any non-GTK X11 app) have the window line only; so do all windows
+while the accessibility bus is down (the observation's metadata then says
+why: ``a11y_error``).
+
+Refs are numbered per observation in text order, windows and widgets alike;
+``click_element(ref)`` clicks the centre of the visible part of a window or
+widget, ``type_element`` and ``select_element`` act on widgets (see
+:mod:`env_adapters.desktop.env`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from Xlib import X, Xatom
 from Xlib import error as xerror
 from Xlib.display import Display
 
 from env_adapters.gui import SandboxCrashed
+
+if TYPE_CHECKING:  # atspi needs jeepney: imported when the env starts AT-SPI
+    from env_adapters.desktop.atspi import Snapshot, Widget
 
 NAME_LIMIT = 200
 
@@ -64,23 +85,57 @@ class Window:
 
 @dataclass(frozen=True)
 class TextView:
-    """One text view: its lines and the windows behind the refs."""
+    """One text view: its lines and the windows and widgets behind the refs."""
 
     windows: tuple[Window, ...]
+    widgets: tuple[Widget, ...] = ()
+    #: why widgets are missing (the accessibility bus is down, an app did not answer)
+    a11y_error: str | None = None
 
     @property
     def text(self) -> str:
-        return "\n".join(w.line() for w in self.windows)
+        by_window: dict[int, list[Widget]] = {}
+        for widget in self.widgets:
+            by_window.setdefault(widget.xid, []).append(widget)
+        lines = []
+        for w in self.windows:
+            lines.append(w.line())
+            lines.extend("  " + x.line() for x in by_window.get(w.xid, ()))
+        return "\n".join(lines)
 
     @property
     def active(self) -> Window | None:
         return next((w for w in self.windows if w.focused), None)
 
-    def by_ref(self, ref: int) -> Window | None:
-        return next((w for w in self.windows if w.ref == ref), None)
+    def by_ref(self, ref: int) -> Window | Widget | None:
+        found: Window | Widget | None = next((w for w in self.windows if w.ref == ref), None)
+        return found or next((x for x in self.widgets if x.ref == ref), None)
+
+    def window(self, xid: int) -> Window | None:
+        return next((w for w in self.windows if w.xid == xid), None)
 
     def refs(self) -> str:
-        return ", ".join(str(w.ref) for w in self.windows) or "none"
+        """The refs as ranges ("1-12, 14")."""
+        refs = sorted([w.ref for w in self.windows] + [x.ref for x in self.widgets])
+        runs: list[list[int]] = []
+        for r in refs:
+            if runs and r == runs[-1][1] + 1:
+                runs[-1][1] = r
+            else:
+                runs.append([r, r])
+        return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
+
+
+def compose(view: TextView, snapshot: Snapshot) -> TextView:
+    """The window list with each window's widgets, refs numbered in text order."""
+    ref, windows, widgets = 0, [], []
+    for w in view.windows:
+        ref += 1
+        windows.append(replace(w, ref=ref))
+        for x in snapshot.widgets.get(w.xid, ()):
+            ref += 1
+            widgets.append(replace(x, ref=ref))
+    return TextView(tuple(windows), tuple(widgets), snapshot.error)
 
 
 class WindowView:

@@ -9,9 +9,14 @@
   restored from a template directory on every reset (:meth:`Desktop.restore_home`),
   and a private ``XDG_RUNTIME_DIR``;
 * a **session D-Bus** (``dbus-daemon --session`` on a unix socket in the
-  runtime dir): GTK apps find the accessibility bus (AT-SPI) through it, so
-  each desktop has its own accessibility tree; GSettings use the keyfile
-  backend, so settings land in ``~/.config/glib-2.0/settings/keyfile``;
+  runtime dir); GSettings use the keyfile backend, so settings land in
+  ``~/.config/glib-2.0/settings/keyfile``;
+* an **accessibility bus** (AT-SPI: ``at-spi-bus-launcher`` from at-spi2-core,
+  on the session bus; its bus socket lives in the private runtime dir): GTK
+  apps find it through the session bus, so each desktop has its own
+  accessibility tree (:mod:`env_adapters.desktop.atspi` reads it). It is not
+  vital: if it dies, the sandbox goes on (the text view falls back to windows)
+  and :meth:`Desktop.start_a11y_bus` starts a new one;
 * a **window manager** (openbox);
 * the **apps** (:meth:`Desktop.launch`), each in its own session / process group.
 
@@ -56,6 +61,14 @@ REQUIRED_PROGRAMS: dict[str, str] = {
 }
 
 
+#: the launcher of the accessibility bus (Debian's at-spi2-core; not on $PATH)
+BUS_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+
+
+def a11y_launcher_available() -> bool:
+    return os.access(BUS_LAUNCHER, os.X_OK)
+
+
 #: the apps of the task suite
 APP_PROGRAMS: dict[str, str] = {
     "xterm": "xterm",
@@ -69,7 +82,9 @@ def missing_prerequisites() -> str | None:
     import importlib.util
 
     missing = missing_programs({**REQUIRED_PROGRAMS, **APP_PROGRAMS})
-    modules = [m for m in ("Xlib", "mss") if importlib.util.find_spec(m) is None]
+    if not a11y_launcher_available():
+        missing.append(BUS_LAUNCHER)  # at-spi2-core: the widget view
+    modules = [m for m in ("Xlib", "mss", "jeepney") if importlib.util.find_spec(m) is None]
     if not missing and not modules:
         return None
     return (
@@ -103,6 +118,7 @@ class DesktopConfig:
         depth: colour depth of the Xvfb screen.
         window_manager: argv of the window manager (None: no window manager).
         dbus: start a session D-Bus (needed for AT-SPI and for GTK apps to behave).
+        a11y: start the accessibility bus (AT-SPI) on it.
         start_timeout_s: bound of starting Xvfb, the bus and the window manager.
         extra_env: added to every app's environment.
     """
@@ -112,6 +128,7 @@ class DesktopConfig:
     depth: int = 24
     window_manager: tuple[str, ...] | None = ("openbox", "--sm-disable")
     dbus: bool = True
+    a11y: bool = True
     start_timeout_s: float = 15.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -155,6 +172,13 @@ def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
         os.killpg(pid, sig)
 
 
+def _dead(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _tagged(tag_value: str, *, apps_only: bool) -> list[psutil.Process]:
     """Processes of this user whose environment carries ``FARM_DESKTOP=tag_value``."""
     me, found = os.getuid(), []
@@ -191,6 +215,7 @@ class Desktop:
         self.apps: list[App] = []
         self._xvfb: subprocess.Popen[bytes] | None = None
         self._infra: list[subprocess.Popen[bytes]] = []
+        self._a11y: subprocess.Popen[bytes] | None = None
         self.bus_address = ""
         self._logs: list[object] = []
 
@@ -229,7 +254,7 @@ class Desktop:
             "XDG_CACHE_HOME": f"{home}/.cache",
             "XDG_CURRENT_DESKTOP": "farm",
             "GSETTINGS_BACKEND": "keyfile",
-            "NO_AT_BRIDGE": "0",
+            "NO_AT_BRIDGE": "0",  # the GTK 3 AT-SPI bridge loads unless this is "1"
             "GTK_OVERLAY_SCROLLING": "0",
             "TERM": "xterm",
             TAG: self.id,
@@ -271,6 +296,8 @@ class Desktop:
             self._start_xvfb()
             if cfg.dbus:
                 self._start_bus()
+                if cfg.a11y:
+                    self.start_a11y_bus()
             if cfg.window_manager:
                 self._infra.append(self._spawn(cfg.window_manager, "wm", app=False))
                 self._wait_for_wm()
@@ -366,6 +393,41 @@ class Desktop:
             time.sleep(0.005)
         self.bus_address = address
 
+    def start_a11y_bus(self) -> bool:
+        """(Re)start the accessibility bus launcher; False when at-spi2-core is missing.
+
+        Not one of the vital processes (:meth:`check` ignores it). Apps started
+        afterwards connect to it; readiness is awaited by the AT-SPI client.
+        """
+        self.stop_a11y_bus()
+        if not self.bus_address or not a11y_launcher_available():
+            return False
+        self._a11y = self._spawn(
+            [BUS_LAUNCHER, "--launch-immediately", "--a11y=1"], "a11y", app=False
+        )
+        return True
+
+    def stop_a11y_bus(self) -> None:
+        """Kill the accessibility bus (the launcher, its bus daemon, the registry)."""
+        proc, self._a11y = self._a11y, None
+        if proc is None:
+            return
+        _kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(2)
+        # the registry daemon is started by the bus in a session of its own
+        for p in _tagged(self.id, apps_only=False):
+            with contextlib.suppress(psutil.Error):
+                if p.name() in ("at-spi2-registryd", "at-spi-bus-launcher"):
+                    p.kill()
+
+    @property
+    def a11y_bus_pid(self) -> int | None:
+        """Pid of the launcher while it runs."""
+        if self._a11y is None or self._a11y.poll() is not None:
+            return None
+        return self._a11y.pid
+
     def _wait_for_wm(self) -> None:
         """Until the window manager owns the screen (``_NET_SUPPORTING_WM_CHECK`` is set)."""
         from Xlib import display as xdisplay
@@ -437,7 +499,13 @@ class Desktop:
         for proc in procs:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
-        psutil.wait_procs(procs, timeout=max(0.1, deadline - time.monotonic()))
+        # until each is gone or a zombie: a killed process that is not our child (a
+        # terminal's shell) is reaped by pid 1, which may take a second or two
+        end = max(deadline, time.monotonic() + 0.1)
+        while procs and time.monotonic() < end:
+            procs = [p for p in procs if not _dead(p)]
+            if procs:
+                time.sleep(0.005)
 
     def process_ids(self, *, apps_only: bool = False) -> list[int]:
         """Pids of the processes of this desktop (for checks and tests)."""
@@ -448,6 +516,8 @@ class Desktop:
         deadline = time.monotonic() + 5.0
         with contextlib.suppress(Exception):
             self.kill_apps()
+        with contextlib.suppress(Exception):
+            self.stop_a11y_bus()
         for proc in reversed(self._infra):
             _kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):

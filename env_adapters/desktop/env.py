@@ -5,7 +5,8 @@ on its own :class:`~env_adapters.desktop.display.Desktop` (Xvfb, openbox,
 session D-Bus, private home). The observed area is the whole screen
 (``width x height``, default 1280x720).
 
-Lifecycle: the first reset starts the desktop (~0.3 s); every reset then
+Lifecycle: the first reset starts the desktop (~0.3 s) and connects to its
+accessibility bus (:mod:`env_adapters.desktop.atspi`); every reset then
 kills the apps of the previous episode, restores the home directory from its
 template, and lets the task set up its files and start its apps (it waits
 until their windows are up, focused and answering a ping). ``info["reset_s"]``
@@ -15,7 +16,11 @@ Per step: the action goes in through XTEST (:mod:`env_adapters.desktop.input`),
 then the env waits for the focused app to handle it (a ``_NET_WM_PING``
 round trip plus ``settle_ms`` for the redraw), checks the task's apps, and
 observes: screenshot through shared memory (:mod:`env_adapters.desktop.capture`)
-and the window list as text (:mod:`env_adapters.desktop.a11y`).
+and the text view (:mod:`env_adapters.desktop.a11y`): the window list, each
+window followed by its widgets over AT-SPI (GTK apps). When the accessibility
+bus is down or an app does not answer it within ``a11y_timeout_s``, the view
+has the window lines alone and the metadata's ``a11y_error`` says why; the next
+reset starts a new accessibility bus if it died.
 
 Actions (text form in :mod:`env_adapters.gui.actions`):
 
@@ -25,9 +30,17 @@ Actions (text form in :mod:`env_adapters.gui.actions`):
 * ``type(text)`` types character by character (``\\n`` is Enter), at most
   ``max_type_chars`` characters; ``key(combo)`` presses a combo of the shared
   key names (an unknown key is refused, naming the known ones);
-* ``click_element(ref)`` activates the window ``ref`` of the text view and
-  clicks the centre of its visible part; ``type_element(ref, text)`` activates
-  it and types; ``select_element`` is refused (windows have no options);
+* ``click_element(ref)`` on a window activates it and clicks the centre of its
+  visible part; on a widget it activates the widget's window (unless it is the
+  active one) and clicks the centre of the widget's visible box;
+  ``type_element(ref, text)`` on a window activates it and types; on an
+  editable text widget it gives it the keyboard focus (AT-SPI ``GrabFocus``,
+  else a click), selects all (``ctrl+a``) and types ``text`` over it (an empty
+  text deletes it); ``select_element(ref, value)`` picks the option named
+  ``value`` (options are named by their first named descendant when they have
+  no name): of a list, by a click on that row when it is on the screen (apps act
+  on clicks), else through AT-SPI ``Selection``; of a combo box, through
+  ``Selection``; refused, with the reason and the options, otherwise;
 * ``wait(ms)`` sleeps.
 
 Rewards: the task's checker runs when the agent declares ``done()``
@@ -46,13 +59,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from env_adapters.desktop.a11y import TextView, WindowView
+from env_adapters.desktop.a11y import TextView, Window, WindowView, compose
 from env_adapters.desktop.capture import ScreenCapture
 from env_adapters.desktop.context import (
     AppFailure,
@@ -61,7 +76,7 @@ from env_adapters.desktop.context import (
     TaskContext,
     _ignore_x_error,
 )
-from env_adapters.desktop.display import Desktop, DesktopConfig
+from env_adapters.desktop.display import Desktop, DesktopConfig, a11y_launcher_available
 from env_adapters.desktop.input import XInput
 from env_adapters.gui import SandboxCrashed
 from env_adapters.gui import actions as A
@@ -108,6 +123,8 @@ class DesktopEnv(GuiEnv):
         hang_timeout_s: how long an app may take to answer a ping before it counts as hung.
         settle_ms: pause after an action's ping for the app to redraw.
         max_type_chars: longest text ``type``/``type_element`` accept.
+        a11y: read widgets over AT-SPI (False: the window list only).
+        a11y_timeout_s: how long an observation waits for an app's AT-SPI answers.
     """
 
     launch_timeout_s = 30.0
@@ -124,6 +141,8 @@ class DesktopEnv(GuiEnv):
         hang_timeout_s: float = 3.0,
         settle_ms: int = 30,
         max_type_chars: int = MAX_TYPE_CHARS,
+        a11y: bool = True,
+        a11y_timeout_s: float = 0.5,
     ) -> None:
         if task.kind != "desktop":
             raise ConfigError(f"DesktopEnv runs desktop tasks, {task.id} is a {task.kind} task")
@@ -141,7 +160,10 @@ class DesktopEnv(GuiEnv):
         #: pause between typed characters (``setup["type_delay_ms"]``: galculator drops
         #: a key that repeats within ~100 ms)
         self.type_delay_s = float(task.setup.get("type_delay_ms", 0)) / 1000
-        self.desktop = Desktop(DesktopConfig(width=width, height=height))
+        self.desktop = Desktop(DesktopConfig(width=width, height=height, a11y=a11y))
+        self.a11y_timeout_s = a11y_timeout_s
+        self._atspi: Any = None  # AtspiClient when a11y
+        self._a11y_thread: ThreadPoolExecutor | None = None
         self._x: Any = None
         self._input: XInput | None = None
         self._capture: ScreenCapture | None = None
@@ -164,9 +186,30 @@ class DesktopEnv(GuiEnv):
             self._capture = ScreenCapture(self.desktop.display, self.width, self.height)
             self._view = WindowView(self._x)
             self._pinger = Pinger(self.desktop.display)
+            if self.desktop.config.a11y:
+                from env_adapters.desktop.atspi import AtspiClient  # needs jeepney
+
+                self._atspi = AtspiClient(self.desktop.bus_address, timeout_s=self.a11y_timeout_s)
+                self._a11y_thread = ThreadPoolExecutor(1, thread_name_prefix="farm-desktop-a11y")
+                self._connect_a11y()
         except BaseException:
             self._shutdown_sync()
             raise
+
+    def _connect_a11y(self) -> None:
+        """Connect to the accessibility bus (restarting it when it died); on failure the
+        text view lists windows only and says why."""
+        from env_adapters.desktop.atspi import A11yError
+
+        client = self._atspi
+        if self.desktop.a11y_bus_pid is None and not self.desktop.start_a11y_bus():
+            why = "at-spi2-core is not installed" if not a11y_launcher_available() else "no bus"
+            client.dead = f"no accessibility bus ({why})"
+            return
+        try:
+            client.connect()
+        except A11yError as e:
+            client.dead = str(e)
 
     async def _shutdown(self) -> None:
         await asyncio.to_thread(self._shutdown_sync)
@@ -176,10 +219,15 @@ class DesktopEnv(GuiEnv):
             self._capture.close()
         if self._pinger is not None:
             self._pinger.close()
+        if self._atspi is not None:
+            self._atspi.close()
+        if self._a11y_thread is not None:
+            self._a11y_thread.shutdown(wait=False)
+            self._a11y_thread = None
         if self._x is not None:
             with contextlib.suppress(Exception):
                 self._x.close()
-        self._x = self._input = self._capture = self._view = self._pinger = None
+        self._x = self._input = self._capture = self._view = self._pinger = self._atspi = None
         self.ctx = None
         self.desktop.close()
 
@@ -194,12 +242,20 @@ class DesktopEnv(GuiEnv):
         assert self._view is not None and self._pinger is not None and self._input is not None
         self.desktop.check()
         self.desktop.kill_apps()
+        if self._atspi is not None:
+            self._atspi.forget()
+            if self._atspi.conn is None or self.desktop.a11y_bus_pid is None:
+                self._atspi.close()
+                self._connect_a11y()  # the bus died: a new one, before the apps start
         self.desktop.restore_home()
         self.ctx = TaskContext(self.desktop, self._view, self._pinger)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
         rng = np.random.default_rng(episode_seed)
         try:
             self._input.release_all()
+            # the pointer off the apps' windows: one hovering over a widget lights it up
+            # (a GTK transition), and the first screenshot would depend on timing
+            self._input.move(self.width - 1, self.height - 1)
             instruction = self.desktop_task.setup(self.ctx, rng)
         except (xerror.ConnectionClosedError, OSError) as e:
             raise SandboxCrashed(f"the X display went away: {e}") from None
@@ -256,14 +312,30 @@ class DesktopEnv(GuiEnv):
         assert self._capture is not None and self._view is not None
         self.desktop.check()
         view = self._view.snapshot()
-        pixels = self._capture.grab()
+        if self._atspi is not None and self._atspi.conn is not None and self._a11y_thread:
+            # the apps answer AT-SPI while the X server copies the screen
+            widgets = self._a11y_thread.submit(self._atspi.snapshot, view.windows)
+            try:
+                pixels = self._capture.grab()
+            finally:
+                snapshot = widgets.result()
+            view = compose(view, snapshot)
+        else:
+            if self._atspi is not None:
+                view = compose(view, self._atspi.snapshot(view.windows))  # says why not
+            pixels = self._capture.grab()
         self._last_view = view
         active = view.active
-        meta = {
+        meta: dict[str, Any] = {
             "display": self.desktop.display,
             "active_window": active.title if active is not None else None,
             "windows": len(view.windows),
+            "widgets": len(view.widgets),
         }
+        if view.a11y_error is not None:
+            meta["a11y_error"] = view.a11y_error
+        elif self._atspi is None:
+            meta["a11y_error"] = "AT-SPI is off (a11y=False)"
         return pixels, view.text, meta
 
     async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
@@ -293,16 +365,93 @@ class DesktopEnv(GuiEnv):
                 f"{self.max_type_chars:,} characters per type action; type it in parts"
             )
 
-    def _window(self, ref: int) -> tuple[int, int, int]:
-        win = self._last_view.by_ref(ref)
-        if win is None:
+    def _element(self, ref: int) -> Any:
+        """The window or widget ``ref`` of the last text view."""
+        element = self._last_view.by_ref(ref)
+        if element is None:
             raise A.ActionError(
-                f"no window with ref {ref}; refs in the text view are {self._last_view.refs()}"
+                f"no element with ref {ref}; refs in the text view are {self._last_view.refs()}"
             )
-        center = win.visible_center(self.width, self.height)
+        return element
+
+    def _center(self, element: Any) -> tuple[int, int]:
+        center = element.visible_center(self.width, self.height)
         if center is None:
-            raise A.ActionError(f"window {ref} ({win.title!r}) is not on the screen")
-        return win.xid, *center
+            raise A.ActionError(f"{_describe(element)} is not on the screen")
+        return center
+
+    def _focus_window(self, xid: int) -> None:
+        """Activate a window unless it is the active one (an open menu would close)."""
+        assert self.ctx is not None and self._view is not None
+        if self._view.active_id() != xid:
+            self.ctx.focus(xid)
+
+    def _a11y_call(self, element: Any, what: str, fn: Callable[[], Any]) -> Any:
+        from env_adapters.desktop.atspi import A11yError
+
+        try:
+            return fn()
+        except A11yError as e:
+            raise A.ActionError(f"{what} {_describe(element)} failed over AT-SPI: {e}") from None
+
+    def _type_into(self, widget: Any, text: str) -> None:
+        """Focus an editable text widget, select all, type over it."""
+        from env_adapters.desktop.atspi import EDITABLE, A11yError
+
+        inp = self._input
+        assert inp is not None
+        if "EditableText" not in widget.interfaces or not widget.has(EDITABLE):
+            raise A.ActionError(
+                f"{_describe(widget)} is not an editable text field; type_element types into "
+                "text fields (or a window); click it and use type() otherwise"
+            )
+        self._focus_window(widget.xid)
+        try:
+            focused = self._atspi.grab_focus(widget) and self._atspi.focused(widget)
+        except A11yError:
+            focused = False  # the bus went away since the observation: click instead
+        if not focused:
+            inp.click(*self._center(widget))
+        inp.key("ctrl+a")
+        if text:
+            inp.type_text(text, delay_s=self.type_delay_s)
+        else:
+            inp.key("Delete")
+
+    def _select(self, widget: Any, value: str) -> None:
+        """Pick an option: a combo box through AT-SPI Selection; a list's row by a click
+        on it when it is on the screen (as a person would: apps act on the click), else
+        through Selection."""
+        from env_adapters.desktop.atspi import SELECT_ROLES
+
+        atspi = self._atspi
+        if widget.role not in SELECT_ROLES or "Selection" not in widget.interfaces:
+            raise A.ActionError(
+                f"{_describe(widget)} has no options: select_element works on combo boxes and "
+                "lists (AT-SPI Selection); click it and pick with the mouse or keys otherwise"
+            )
+        holder, options = self._a11y_call(
+            widget, "reading the options of", lambda: atspi.options(widget)
+        )
+        pick = next((o for o in options if o[1] == value), None)
+        if pick is None:
+            folded = value.strip().lower()
+            pick = next((o for o in options if o[1].strip().lower() == folded), None)
+        if pick is None:
+            names = ", ".join(json.dumps(o[1]) for o in options) or "none"
+            raise A.ActionError(f"{_describe(widget)} has no option {value!r}; options: {names}")
+        index, _, ref = pick
+        if widget.role != "combo box":
+            box = self._a11y_call(widget, "locating an option of", lambda: atspi.extents(ref))
+            x, y, w, h = box or (0, 0, 0, 0)
+            cx, cy = x + w // 2, y + h // 2
+            if box is not None and 0 <= cx < self.width and 0 <= cy < self.height:
+                assert self._input is not None
+                self._focus_window(widget.xid)
+                self._input.click(cx, cy)
+                return
+        if not self._a11y_call(widget, "selecting in", lambda: atspi.select(holder, index)):
+            raise A.ActionError(f"{_describe(widget)} refused to select {value!r}")
 
     def _act(self, action: A.Action) -> None:
         inp = self._input
@@ -321,18 +470,30 @@ class DesktopEnv(GuiEnv):
         elif isinstance(action, A.Key):
             inp.key(action.combo)
         elif isinstance(action, A.ClickElement):
-            xid, x, y = self._window(action.ref)
-            self.ctx.focus(xid)
+            element = self._element(action.ref)
+            x, y = self._center(element)
+            if isinstance(element, Window):
+                self.ctx.focus(element.xid)
+            else:
+                self._focus_window(element.xid)
             inp.click(x, y)
         elif isinstance(action, A.TypeElement):
             self._check_text(action.text)
-            xid, _, _ = self._window(action.ref)
-            self.ctx.focus(xid)
-            inp.type_text(action.text, delay_s=self.type_delay_s)
+            element = self._element(action.ref)
+            if isinstance(element, Window):
+                self._center(element)
+                self.ctx.focus(element.xid)
+                inp.type_text(action.text, delay_s=self.type_delay_s)
+            else:
+                self._type_into(element, action.text)
         elif isinstance(action, A.SelectElement):
-            raise A.ActionError(
-                "select_element needs a list element; the desktop text view lists windows only"
-            )
+            element = self._element(action.ref)
+            if isinstance(element, Window):
+                raise A.ActionError(
+                    f"select_element needs a list element (a combo box or list); "
+                    f"{_describe(element)} is a window"
+                )
+            self._select(element, action.value)
         elif isinstance(action, A.Wait):
             longest = max(0.0, self.op_timeout_s - 0.5)
             if action.ms / 1000 > longest:
@@ -342,3 +503,9 @@ class DesktopEnv(GuiEnv):
             time.sleep(action.ms / 1000)
         else:
             raise A.ActionError(f"{A.format_action(action)} is not performed by the desktop")
+
+
+def _describe(element: Any) -> str:
+    if isinstance(element, Window):
+        return f"window {element.ref} ({element.title!r})"
+    return f"element {element.ref} ({element.role_token} {json.dumps(element.name[:60])})"

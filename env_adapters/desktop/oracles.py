@@ -1,8 +1,8 @@
 """Scripted oracle policies for the desktop suite (``desktop/<task>``).
 
-An oracle sees only what any agent sees (the instruction and the text view
-of windows; never the sandbox) and answers one action per step in the shared
-text form (:mod:`env_adapters.gui.actions`)::
+An oracle sees only what any agent sees (the instruction and the text view:
+windows and, for GTK apps, their widgets; never the sandbox) and answers one
+action per step in the shared text form (:mod:`env_adapters.gui.actions`)::
 
     oracle = oracle_for("desktop/calc-add")
     action = oracle.act(obs)        # e.g. 'click_element(1)', 'type("12+30=")'
@@ -10,7 +10,9 @@ text form (:mod:`env_adapters.gui.actions`)::
 They work the way a person with a keyboard would: focus a window
 (``click_element`` on its ref, or a pixel ``click`` into it), type commands
 and shortcuts (``ctrl+s``, ``alt+F4``), and watch window titles to know when
-something finished: a terminal command ends by setting the window title to a
+something finished; the calculator oracles press galculator's buttons by
+their element refs (``click_element`` on the widget lines) and fall back to
+the keyboard when the view has no widgets; a terminal command ends by setting the window title to a
 marker, a save is done when the editor's title loses its ``*``. When the
 policy returns, the oracle declares ``done()``; on the infeasible tasks it
 declares ``fail()``.
@@ -29,7 +31,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from env_adapters.gui import actions as A
@@ -40,11 +42,27 @@ _LINE = re.compile(
     r'\[(\d+)\] window ("(?:[^"\\]|\\.)*") class=("(?:[^"\\]|\\.)*")'
     r"( focused)?( minimized)? @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
 )
+_WIDGET = re.compile(
+    r'\s+\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")(?: value=("(?:[^"\\]|\\.)*"))?((?: \w+)*)'
+    r" @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
+)
+
+
+@dataclass(frozen=True)
+class Widget:
+    """A widget line of the desktop text view (indented under its window)."""
+
+    ref: int
+    role: str
+    name: str
+    value: str | None
+    flags: tuple[str, ...]
+    box: tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
 class Win:
-    """One line of the desktop text view."""
+    """A window line of the desktop text view, with the widget lines under it."""
 
     ref: int
     title: str
@@ -52,11 +70,19 @@ class Win:
     focused: bool
     minimized: bool
     box: tuple[int, int, int, int]
+    widgets: tuple[Widget, ...] = ()
 
     @property
     def center(self) -> tuple[int, int]:
         x, y, w, h = self.box
         return x + w // 2, y + h // 2
+
+    def widget(self, role: str | tuple[str, ...], name: str | None = None) -> Widget | None:
+        roles = (role,) if isinstance(role, str) else role
+        return next(
+            (w for w in self.widgets if w.role in roles and (name is None or w.name == name)),
+            None,
+        )
 
 
 class OracleError(RuntimeError):
@@ -64,14 +90,37 @@ class OracleError(RuntimeError):
 
 
 def parse_windows(text: str) -> list[Win]:
-    """The window lines of a desktop text view."""
-    found = []
+    """The window lines of a desktop text view, each with its widget lines."""
+    found: list[Win] = []
+    widgets: list[Widget] = []
+
+    def close() -> None:
+        if found and widgets:
+            found[-1] = replace(found[-1], widgets=tuple(widgets))
+        widgets.clear()
+
     for line in text.splitlines():
         if not line.strip():
+            continue
+        if line[0].isspace():
+            w = _WIDGET.match(line)
+            if w is None or not found:
+                raise OracleError(f"not a widget line: {line!r}")
+            widgets.append(
+                Widget(
+                    ref=int(w.group(1)),
+                    role=w.group(2),
+                    name=json.loads(w.group(3)),
+                    value=json.loads(w.group(4)) if w.group(4) is not None else None,
+                    flags=tuple(w.group(5).split()),
+                    box=(int(w.group(6)), int(w.group(7)), int(w.group(8)), int(w.group(9))),
+                )
+            )
             continue
         m = _LINE.match(line)
         if m is None:
             raise OracleError(f"not a window line: {line!r}")
+        close()
         found.append(
             Win(
                 ref=int(m.group(1)),
@@ -82,6 +131,7 @@ def parse_windows(text: str) -> list[Win]:
                 box=(int(m.group(6)), int(m.group(7)), int(m.group(8)), int(m.group(9))),
             )
         )
+    close()
     return found
 
 
@@ -108,7 +158,7 @@ class View:
 # ---------------------------------------------------------------- action text
 
 
-def click_element(w: Win) -> str:
+def click_element(w: Win | Widget) -> str:
     return A.format_action(A.ClickElement(w.ref))
 
 
@@ -357,8 +407,12 @@ class EditorLineNumbersOracle(Oracle):
 # ---------------------------------------------------------------- calculator
 
 
+BUTTONS = ("toggle_button", "push_button")
+
+
 class CalculateOracle(Oracle):
-    """Types the expression into galculator (keyboard), ``=``, copies the display."""
+    """Presses galculator's buttons by element ref (the keyboard when the text view has
+    no widgets), ``=``, waits for the display to change, copies the display."""
 
     task = "desktop/calc-add"
 
@@ -368,10 +422,30 @@ class CalculateOracle(Oracle):
             r"Compute (.*) with the calculator and copy the result to the clipboard\.",
             view.instruction,
         )[1]
+        keys = expr.replace(" ", "") + "="
         calc = view.first("galculator")
-        if not calc.focused:  # its title bar: the middle of the window is a button
-            yield click(calc.center[0], max(0, calc.box[1] - 8))
-        yield type_text(expr.replace(" ", "") + "=")
+        if calc.widget(BUTTONS) is None:  # no AT-SPI view: type
+            if not calc.focused:  # its title bar: the middle of the window is a button
+                yield click(calc.center[0], max(0, calc.box[1] - 8))
+            yield type_text(keys)
+        else:
+            display = calc.widget("text")
+            before = display.value if display is not None else None
+            for char in keys:
+                button = view.first("galculator").widget(BUTTONS, char)
+                if button is None:
+                    raise OracleError(f"galculator has no button {char!r}")
+                view = View((yield click_element(button)))
+            if before is not None:  # the result is on the display
+                yield from self.wait_until(
+                    view.obs,
+                    lambda v: (
+                        (d := v.first("galculator").widget("text")) is not None
+                        and d.value not in (None, before)
+                    ),
+                    ms=50,
+                    tries=20,
+                )
         yield key("ctrl+c")
 
 
