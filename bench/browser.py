@@ -29,10 +29,12 @@ over steps that do not end the episode; steps that end one are reported apart.
 
 Each episode: a timed ``reset(seed=s)``, then the scripted steps, each timed
 (one ``perf_counter_ns`` pair around the call). Two scenarios (``--think-ms``):
-``think 0 ms`` calls back to back (the env never idles), ``think 150 ms``
-waits 150 ms before every call (untimed), as a policy choosing its action
-does; farm prepares the next episode's browser context in such idle time
-(``env_adapters/browser/chromium.py``), the package has nothing to prepare. Per task all stacks are
+``think 0 ms`` calls back to back (the env never idles), ``think 300 ms``
+waits 300 ms before every call (untimed), as a policy choosing its action
+does; farm prepares the next episode's browser context in such thinking time
+when it is long enough (``env_adapters/browser/idle.py``), the package has
+nothing to prepare. ``farm in-process, no spare`` is farm without that
+preparation (``spare_contexts=False``), for comparison. Per task all stacks are
 open at once, warmed up with one untimed episode, then run in interleaved
 rounds (one episode per stack per round, rotating the order). A separate part
 times one screenshot (capture + decode into an ``HxWx3`` uint8 array) at
@@ -87,7 +89,13 @@ from farm.server.process import ServerProcess
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TASKS = ("click-button", "click-link", "click-checkboxes", "enter-text", "login-user")
-STACKS = ("farm in-process", "farm gRPC", "miniwob Selenium", "miniwob Selenium reload")
+STACKS = (
+    "farm in-process",
+    "farm in-process, no spare",
+    "farm gRPC",
+    "miniwob Selenium",
+    "miniwob Selenium reload",
+)
 BASELINE = "miniwob Selenium"
 # the package with refresh_freq=1: a page load on every reset, as farm does (reference row)
 RELOAD_STACK = "miniwob Selenium reload"
@@ -280,6 +288,15 @@ def farm_in_process(task: str, _sock_dir: str) -> Iterator[Stack]:
 
 
 @contextlib.contextmanager
+def farm_in_process_no_spare(task: str, _sock_dir: str) -> Iterator[Stack]:
+    env = make(f"miniwob/{task}", spare_contexts=False)
+    try:
+        yield FarmStack(env, "farm in-process, no spare")
+    finally:
+        env.close()
+
+
+@contextlib.contextmanager
 def farm_grpc(task: str, sock_dir: str) -> Iterator[Stack]:
     address = f"unix://{os.path.join(sock_dir, f'{task}.sock')}"
     with ServerProcess(f"miniwob/{task}", address=address) as srv:
@@ -357,6 +374,7 @@ def _miniwob_selenium(refresh: bool) -> Callable[[str, str], Any]:
 
 STACK_FACTORIES: dict[str, Callable[[str, str], Any]] = {
     "farm in-process": farm_in_process,
+    "farm in-process, no spare": farm_in_process_no_spare,
     "farm gRPC": farm_grpc,
     BASELINE: _miniwob_selenium(refresh=False),
     RELOAD_STACK: _miniwob_selenium(refresh=True),
@@ -773,8 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--think-ms",
-        default="0,150",
-        help="comma-separated untimed pauses before every call, one scenario each (default 0,150)",
+        default="0,300",
+        help="comma-separated untimed pauses before every call, one scenario each (default 0,300)",
     )
     p.add_argument("--json", default="browser.json", help="file name under bench/results/")
     args = p.parse_args(argv)

@@ -14,6 +14,16 @@ before the start and Chromium is installed), driven through the real CLI:
   ``restart.stable_s: 1`` so each is a first restart (no backoff; the backoff
   applies to a slot failing again and again).
 
+* **docker** (``--docker auto``, the default, when a daemon answers and the
+  image ``farm-<kind>:latest`` exists): the same up rounds and kills on the
+  docker backend (the kill is ``docker kill`` of the container), for the local
+  run's kind if its image exists, else ``toy``; the table and JSON say which.
+
+* **ray** (``--ray auto``, the default, when Ray is installed): 4 ``toy``
+  sandboxes on the ray backend of a two-node Ray cluster started here (``ray
+  start`` twice on 127.0.0.1, 2 CPUs each, stopped at the end): the same up
+  rounds, lease round trips and kills (SIGKILL of the sandbox's ``farm serve``).
+
 Prints a table and writes ``bench/results/orchestration.json``. Only unix
 sockets under a temporary state dir are used.
 
@@ -91,6 +101,185 @@ def wait_replaced(client: Any, sandbox_id: str, incarnation: int, timeout: float
     raise TimeoutError(f"{sandbox_id} was not replaced within {timeout} s")
 
 
+def docker_kind(local_kind: str) -> tuple[str | None, str]:
+    """The kind to run on the docker backend, or None (and why)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - no SDK or no daemon: no docker row
+        return None, f"no Docker daemon ({type(e).__name__})"
+    try:
+        for kind in dict.fromkeys([local_kind, "toy"]):
+            try:
+                client.images.get(f"farm-{kind}:latest")
+                return kind, f"image farm-{kind}:latest"
+            except docker.errors.ImageNotFound:
+                continue
+        return None, "no farm-toy:latest image (farm images build --kind toy)"
+    finally:
+        client.close()
+
+
+def docker_rounds(kind: str, count: int, rounds: int, kills: int, console: Console) -> dict:
+    """``farm up`` rounds and ``docker kill`` replacements on the docker backend."""
+    import docker
+
+    env_id = ENVS[kind]
+    home = Path(tempfile.mkdtemp(prefix="fbd-", dir="/tmp"))
+    spec_path = home / "farm.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "restart": {"stable_s": 1.0},
+                "sandboxes": [{"kind": kind, "env": env_id, "count": count, "backend": "docker"}],
+            }
+        )
+    )
+    up_s: list[float] = []
+    replace_s: list[float] = []
+    dclient = docker.from_env()
+    try:
+        for r in range(rounds):
+            t0 = time.monotonic()
+            res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
+            up_s.append(time.monotonic() - t0)
+            if res.returncode != 0:
+                raise SystemExit(f"farm up (docker) failed:\n{res.stderr}")
+            console.print(f"docker up round {r + 1}: {up_s[-1]:.2f} s")
+            if r < rounds - 1:
+                farm_cli(home, "down")
+        client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
+        ids = [s.id for s in client.status().sandboxes]
+        for i in range(kills):
+            sid = ids[i % len(ids)]
+            s = next(s for s in client.status().sandboxes if s.id == sid)
+            (c,) = dclient.containers.list(
+                filters={"label": [f"farm.state_dir={home}", f"farm.sandbox_id={sid}"]}
+            )
+            c.kill()
+            replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
+            console.print(f"docker kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
+            time.sleep(0.5)
+        client.close()
+    finally:
+        farm_cli(home, "down")
+        dclient.close()
+        shutil.rmtree(home, ignore_errors=True)
+    return {
+        "kind": kind,
+        "env": env_id,
+        "up_s": up_s,
+        "up_median_s": statistics.median(up_s),
+        "replace_s": replace_s,
+        "replace_p50_s": float(np.percentile(replace_s, 50)) if replace_s else None,
+        "replace_max_s": max(replace_s) if replace_s else None,
+    }
+
+
+def ray_rounds(count: int, rounds: int, leases: int, kills: int, console: Console) -> dict:
+    """``farm up`` rounds, lease round trips and kills on the ray backend (toy)."""
+    import secrets
+    import socket
+
+    here = str(Path(__file__).resolve().parent)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(here)]
+    try:
+        from orchestration.backends.ray import start_loopback_node, stop_cluster
+    finally:
+        sys.path[:] = saved
+
+    def free_port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # a token for this run, never ~/.ray
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    temp_dir = tempfile.mkdtemp(prefix="fbr-", dir="/tmp")
+    home = Path(tempfile.mkdtemp(prefix="fbr-", dir="/tmp"))
+    port = free_port()
+    node = ["--num-cpus=2", "--object-store-memory=100000000", "--disable-usage-stats"]
+    up_s: list[float] = []
+    lease_ns: list[int] = []
+    replace_s: list[float] = []
+    try:
+        t0 = time.monotonic()
+        start_loopback_node(
+            "--head",
+            f"--port={port}",
+            f"--temp-dir={temp_dir}",
+            "--include-dashboard=false",
+            f"--ray-client-server-port={free_port()}",
+            *node,
+            head=True,
+        )
+        start_loopback_node(f"--address=127.0.0.1:{port}", *node)
+        console.print(f"ray: two-node cluster up in {time.monotonic() - t0:.1f} s")
+        spec_path = home / "farm.yaml"
+        spec_path.write_text(
+            yaml.safe_dump(
+                {
+                    "ray": {"address": f"127.0.0.1:{port}"},
+                    "restart": {"stable_s": 1.0},
+                    "sandboxes": [
+                        {"kind": "toy", "env": ENVS["toy"], "count": count, "backend": "ray"}
+                    ],
+                }
+            )
+        )
+        for r in range(rounds):
+            t0 = time.monotonic()
+            res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
+            up_s.append(time.monotonic() - t0)
+            if res.returncode != 0:
+                raise SystemExit(f"farm up (ray) failed:\n{res.stderr}")
+            console.print(f"ray up round {r + 1}: {up_s[-1]:.2f} s")
+            if r < rounds - 1:
+                farm_cli(home, "down")
+        client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
+        for i in range(leases + 10):
+            t0 = time.perf_counter_ns()
+            lease = client.lease("toy", wait_timeout_s=30)
+            lease.release()
+            if i >= 10:
+                lease_ns.append(time.perf_counter_ns() - t0)
+        ids = [s.id for s in client.status().sandboxes]
+        for i in range(kills):
+            sid = ids[i % len(ids)]
+            s = next(s for s in client.status().sandboxes if s.id == sid)
+            os.kill(s.pid, signal.SIGKILL)
+            replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
+            console.print(f"ray kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
+            time.sleep(0.5)
+        client.close()
+    finally:
+        farm_cli(home, "down")
+        left = stop_cluster(temp_dir)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        if left:
+            console.print(f"[red]Ray processes left: {left}[/red]")
+    lease_us = np.asarray(lease_ns) / 1e3
+    return {
+        "kind": "toy",
+        "env": ENVS["toy"],
+        "nodes": 2,
+        "up_s": up_s,
+        "up_median_s": statistics.median(up_s),
+        "lease_release_us": {
+            "n": len(lease_us),
+            "p50": float(np.percentile(lease_us, 50)),
+            "p99": float(np.percentile(lease_us, 99)),
+        },
+        "replace_s": replace_s,
+        "replace_p50_s": float(np.percentile(replace_s, 50)) if replace_s else None,
+        "replace_max_s": max(replace_s) if replace_s else None,
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kind", choices=["auto", "browser", "toy"], default="auto")
@@ -99,6 +288,18 @@ def main() -> int:
     p.add_argument("--leases", type=int, default=300, help="lease+release round trips")
     p.add_argument("--kills", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="1 up round, 100 leases, 4 kills")
+    p.add_argument(
+        "--docker",
+        choices=["auto", "off"],
+        default="auto",
+        help="also run the docker backend when a daemon and an image are there (default)",
+    )
+    p.add_argument(
+        "--ray",
+        choices=["auto", "off"],
+        default="auto",
+        help="also run the ray backend on a two-node local cluster when Ray is installed",
+    )
     args = p.parse_args()
     if args.quick:
         args.rounds, args.leases, args.kills = 1, 100, 4
@@ -150,6 +351,28 @@ def main() -> int:
                 time.sleep(0.5)
             restarts = sum(s.restarts for s in client.status().sandboxes)
             client.close()
+            farm_cli(home, "down")
+            dkind, dwhy = docker_kind(kind) if args.docker == "auto" else (None, "--docker off")
+            console.print(f"docker backend: {dkind or 'skipped'} ({dwhy})")
+            docker_result = (
+                docker_rounds(dkind, args.count, args.rounds, args.kills, console)
+                if dkind
+                else None
+            )
+            try:
+                import ray  # noqa: F401
+
+                ray_why = "two-node cluster on 127.0.0.1"
+            except ImportError:
+                ray_why = "Ray is not installed (pip install 'farm[ray]')"
+            if args.ray == "off":
+                ray_why = "--ray off"
+            ray_result = (
+                ray_rounds(args.count, args.rounds, args.leases, args.kills, console)
+                if ray_why.startswith("two-node")
+                else None
+            )
+            console.print(f"ray backend: {'measured' if ray_result else 'skipped'} ({ray_why})")
             wall = time.monotonic() - t_start
             info["foreign_cpu_fraction"] = ForeignLoad.fraction(load.cpu_s(), wall)
     finally:
@@ -174,6 +397,10 @@ def main() -> int:
         "replace_p50_s": float(np.percentile(replace_s, 50)),
         "replace_max_s": max(replace_s),
         "restarts_reported": restarts,
+        "docker": docker_result,
+        "docker_reason": dwhy,
+        "ray": ray_result,
+        "ray_reason": ray_why,
         "machine": info,
     }
     table = Table("measure", "value", "samples", title=f"orchestration, local backend: {env_id}")
@@ -193,6 +420,38 @@ def main() -> int:
         f"{result['replace_p50_s']:.2f} s ({result['replace_max_s']:.2f} s)",
         ", ".join(f"{x:.2f}" for x in replace_s),
     )
+    if docker_result is not None:
+        d = docker_result
+        table.add_row(
+            f"docker backend ({d['env']}): farm up -> {args.count} healthy (median)",
+            f"{d['up_median_s']:.2f} s",
+            ", ".join(f"{x:.2f}" for x in d["up_s"]),
+        )
+        if d["replace_s"]:
+            table.add_row(
+                "docker backend: docker kill -> replacement healthy p50 (max)",
+                f"{d['replace_p50_s']:.2f} s ({d['replace_max_s']:.2f} s)",
+                ", ".join(f"{x:.2f}" for x in d["replace_s"]),
+            )
+    if ray_result is not None:
+        rr = ray_result
+        table.add_row(
+            f"ray backend ({rr['env']}, 2 nodes): farm up -> {args.count} healthy (median)",
+            f"{rr['up_median_s']:.2f} s",
+            ", ".join(f"{x:.2f}" for x in rr["up_s"]),
+        )
+        rl = rr["lease_release_us"]
+        table.add_row(
+            "ray backend: lease + release round trip p50 (p99)",
+            f"{fmt_us(rl['p50'])} ({fmt_us(rl['p99'])})",
+            str(rl["n"]),
+        )
+        if rr["replace_s"]:
+            table.add_row(
+                "ray backend: SIGKILL of farm serve -> replacement healthy p50 (max)",
+                f"{rr['replace_p50_s']:.2f} s ({rr['replace_max_s']:.2f} s)",
+                ", ".join(f"{x:.2f}" for x in rr["replace_s"]),
+            )
     console.print(table)
     print_foreign_load(console, {**info, "cpu_count": os.cpu_count()})
     path = write_json("orchestration.json", result)

@@ -97,7 +97,7 @@ class Controller:
         self._backends: dict[str, Backend] = dict(backends or {})
         for group in spec.sandboxes:  # unknown/unbuilt backends fail here, before anything runs
             if group.backend not in self._backends:
-                self._backends[group.backend] = make_backend(group.backend, self.state_dir)
+                self._backends[group.backend] = make_backend(group.backend, self.state_dir, spec)
         self.leases: dict[str, Lease] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
         self._lock = StateDirLock(self.state_dir)

@@ -10,7 +10,7 @@ negative counts and unknown kinds are errors naming their key path)::
       - kind: toy                       # toy | browser | desktop | android
         env: toy/text-task              # the env id ``farm serve`` gets
         count: 4
-        backend: local                  # local (docker, ray: a later phase)
+        backend: local                  # local | docker | ray
         env_kwargs: {}
         limits: {memory_mb: 1024, pids: 256}
 
@@ -52,7 +52,8 @@ class Limits(_Strict):
     ``RLIMIT_NPROC`` (per user on Linux, so only a backstop, and not enforced for
     root), ``address_space_mb`` is ``RLIMIT_AS`` (a hard cap; do not set it for
     browsers, Chromium reserves far more address space than it uses), and
-    ``cpus`` is advisory (the docker and ray backends will enforce it).
+    ``cpus`` is advisory here (the docker backend enforces ``memory_mb``, ``pids``
+    and ``cpus`` through cgroups: see :mod:`orchestration.backends.docker`).
     """
 
     memory_mb: int | None = Field(default=None, gt=0)
@@ -70,6 +71,33 @@ class ServerOptions(_Strict):
     max_message_mb: float = Field(default=64.0, gt=0)
 
 
+class RayOptions(_Strict):
+    """Where the ray backend runs sandboxes (farm level, or per group).
+
+    ``address``: ``auto`` (default: ``$RAY_ADDRESS``, else the cluster ``ray
+    start`` last started here), ``HOST:PORT`` of a running cluster, or ``local``
+    (a private one-node cluster inside the controller); one per farm.
+    ``resources``: Ray custom resources each sandbox's actor needs (default:
+    ``{farm_<kind>: 1}`` if a node advertises it); see
+    :mod:`orchestration.backends.ray`.
+    """
+
+    address: str | None = Field(default=None, min_length=1)
+    resources: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _custom_resources(self) -> RayOptions:
+        for key, amount in (self.resources or {}).items():
+            if key in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise ValueError(
+                    f"ray.resources: {key!r} is not a custom resource; use limits.cpus / "
+                    "limits.memory_mb"
+                )
+            if amount <= 0:
+                raise ValueError(f"ray.resources: {key!r} must be > 0, got {amount:g}")
+        return self
+
+
 class SandboxGroup(_Strict):
     """``count`` identical sandboxes of one kind serving one env id."""
 
@@ -83,6 +111,7 @@ class SandboxGroup(_Strict):
     server: ServerOptions = Field(default_factory=ServerOptions)
     limits: Limits = Field(default_factory=Limits)
     startup_timeout_s: float = Field(default=60.0, gt=0)
+    ray: RayOptions | None = None
 
     @property
     def group(self) -> str:
@@ -128,6 +157,25 @@ class FarmSpec(_Strict):
     health: HealthOptions = Field(default_factory=HealthOptions)
     restart: RestartOptions = Field(default_factory=RestartOptions)
     sandboxes: list[SandboxGroup] = Field(min_length=1)
+    ray: RayOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_ray_address(self) -> FarmSpec:
+        for i, g in enumerate(self.sandboxes):
+            if g.ray is not None and g.backend != "ray":
+                raise ValueError(f"sandboxes[{i}].ray: only for `backend: ray`")
+        farm = self.ray.address if self.ray is not None else None
+        seen = {
+            g.ray.address
+            for g in self.sandboxes
+            if g.backend == "ray" and g.ray is not None and g.ray.address
+        }
+        if len(seen | ({farm} if farm else set())) > 1:
+            raise ValueError(
+                "ray.address: one farm connects to one Ray cluster; got "
+                + ", ".join(sorted(seen | ({farm} if farm else set())))
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_groups(self) -> FarmSpec:

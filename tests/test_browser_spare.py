@@ -37,7 +37,7 @@ document.title = 'storage ' + n + ' cookie ' + c + ' random ' + Math.random().to
 </script></head>
 <body><button onclick="window.done = true">Done</button></body></html>
 """
-IDLE_S = 2.0  # long enough for a spare context to be prepared on a busy 2-core machine
+THINK_S = 1.5  # an agent's thinking time: long enough for every stage on a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +53,32 @@ def page_env(page: str, *, preload: bool = False) -> Any:
     return env
 
 
-def test_idle_time_prepares_a_fresh_context(page: str) -> None:
+def think(env: Any, seconds: float, calls: int) -> None:
+    """``calls`` steps, each after ``seconds`` of thinking: the gate learns the gap."""
+    for _ in range(calls):
+        time.sleep(seconds)
+        env.step("wait(10)")
+
+
+def test_thinking_time_prepares_a_fresh_context(page: str) -> None:
     env = page_env(page)
     try:
         _, info = env.reset(seed=1)
         assert info["browser_context"] == "new"
+        assert not env.sandbox.idle.may_start("page")  # no long gaps seen yet
+        think(env, THINK_S, 4)
         first = env.step("wait(10)")[0]["instruction"]
-        time.sleep(IDLE_S)
+        deadline = time.monotonic() + THINK_S
+        while time.monotonic() < deadline and not env.sandbox._spare.done():
+            time.sleep(0.05)
+        assert env.sandbox._spare.done()  # prepared while the "agent" thought
         obs, info = env.reset(seed=1)
         assert info["browser_context"] == "spare"
         # a fresh context: storage and cookies of the last episode are gone, and the
         # page drew the same random number for the same seed as when loaded from scratch
         assert obs["instruction"] == first
         assert obs["instruction"].startswith("storage 1 cookie 1 random ")
-        time.sleep(IDLE_S)
+        think(env, THINK_S, 3)
         obs, _ = env.reset(seed=2)
         assert obs["instruction"].startswith("storage 1 cookie 1 random ")
         assert obs["instruction"] != first  # another seed, another load-time number
@@ -74,7 +86,7 @@ def test_idle_time_prepares_a_fresh_context(page: str) -> None:
         env.close()
 
 
-def test_back_to_back_resets_open_new_contexts_and_keep_few(page: str) -> None:
+def test_back_to_back_calls_leave_no_room_for_background_work(page: str) -> None:
     env = page_env(page)
     try:
         sources = []
@@ -82,6 +94,10 @@ def test_back_to_back_resets_open_new_contexts_and_keep_few(page: str) -> None:
             obs, info = env.reset(seed=seed)
             sources.append(info["browser_context"])
             assert obs["instruction"].startswith("storage 1 cookie 1 random ")
+            env.step("wait(10)")
+            # the spare exists but waits: no gap long enough was ever seen
+            assert not env.sandbox.idle.may_start("context")
+            assert not env.sandbox._spare.done()
         assert set(sources) <= {"new", "spare"}
         browser = env.sandbox._browser
         # the episode's context, at most one closing in the background, one spare
@@ -95,7 +111,8 @@ def test_a_preloaded_page_is_reseeded_at_start(page: str) -> None:
     env = page_env(page, preload=True)
     try:
         env.reset(seed=5)
-        time.sleep(IDLE_S)
+        think(env, THINK_S, 4)
+        time.sleep(THINK_S)
         obs, info = env.reset(seed=7)
         assert info["browser_context"] == "preloaded"
         assert obs["instruction"].startswith("storage 1 cookie 1 random ")
@@ -114,7 +131,8 @@ def test_miniwob_episodes_are_the_same_from_a_preloaded_page() -> None:
     env = make("miniwob/click-checkboxes")
     try:
         env.reset(seed=0)
-        time.sleep(IDLE_S)
+        think(env, THINK_S, 4)
+        time.sleep(THINK_S)
         preloaded, info = env.reset(seed=11)
         assert info["browser_context"] == "preloaded"
     finally:

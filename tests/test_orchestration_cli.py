@@ -142,8 +142,12 @@ def test_invalid_spec_and_missing_spec(home: Path) -> None:
     assert leftovers(home) == []
     r = farm("up", home=home)  # no -f and no ./farm.yaml (cwd is the repo root)
     assert r.returncode == 2 and "no farm spec" in r.stderr
-    r = farm("up", "-f", write_spec(home, {**TOY, "backend": "docker"}), "-d", home=home)
-    assert r.returncode == 2 and "docker backend is not built yet" in r.stderr
+    os.environ["DOCKER_HOST"] = f"unix://{home}/no-daemon.sock"  # a docker spec, no daemon
+    try:
+        r = farm("up", "-f", write_spec(home, {**TOY, "backend": "docker"}), "-d", home=home)
+    finally:
+        del os.environ["DOCKER_HOST"]
+    assert r.returncode == 2 and "no Docker daemon answers" in r.stderr, r.stderr
 
 
 def test_sandbox_that_cannot_start_fails_up(home: Path) -> None:

@@ -13,14 +13,15 @@ episode has touched. With ``preload`` the spare tab also loads the page (with
 ``preload`` as its init script), and the next open of the same URL only has to
 adopt it (``open`` then returns True and the caller seeds the episode in the
 loaded page); without it, the spare tab is blank and the next open loads the
-page into it. The spare is prepared in the sandbox's *idle time* only: each
-stage (context, page, load) waits until no call has been running for
-:data:`SPARE_IDLE_S` (callers mark their calls with :meth:`~ChromiumSandbox.busy`),
-so it fills the time the agent spends choosing its action and never competes
-with a step. A client that steps back to back leaves no idle time: the next
-open then finishes the spare's remaining stages itself (the cost of a reset
-without spares). A spare that failed or does not fit (another URL) is closed
-and the open starts from scratch.
+page into it. The spare is prepared in the agent's *thinking time* only: each
+stage (context, page, load) starts when no call runs and the idle gap predicted
+to remain covers the stage's typical duration (:class:`~env_adapters.browser.idle.IdleGate`;
+callers mark their calls with :meth:`~ChromiumSandbox.busy`), so it does not
+compete with steps. A client that steps back to back, or thinks for less time
+than a stage takes, leaves no room: the next open then runs the spare's
+remaining stages itself (the cost of a reset without spares). The previous
+episode's context is closed the same way. A spare that failed or does not fit
+(another URL) is closed and the open starts from scratch.
 
 Safety and robustness:
 
@@ -56,8 +57,7 @@ import contextlib
 import io
 import os
 import signal
-import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 from urllib.parse import urldefrag
 
@@ -65,6 +65,7 @@ import numpy as np
 import psutil
 from PIL import Image
 
+from env_adapters.browser.idle import IdleGate
 from env_adapters.gui import ActionError, SandboxCrashed
 from farm.errors import ConfigError, MissingExtraError
 
@@ -99,7 +100,7 @@ _DEAD_PROXY = {"server": "http://127.0.0.1:9", "bypass": "localhost,127.0.0.1,[:
 #: Hides the text caret in screenshots (it blinks, so it would make them time-dependent).
 _HIDE_CARET = "*, *::before, *::after { caret-color: transparent !important; }"
 _CLOSE_TIMEOUT_S = 5.0
-#: the spare tab is prepared only after the sandbox has been idle this long (s)
+#: background stages start only after the sandbox has been idle this long (s)
 SPARE_IDLE_S = 0.02
 
 
@@ -160,10 +161,8 @@ class ChromiumSandbox:
         self._browser_pid: int | None = None
         self._tab: _Tab | None = None  # the episode's
         self._spare: asyncio.Task[_Tab] | None = None  # the next episode's, being prepared
-        self._hurry = False  # an open waits for background work: no more idle gating
         self._retiring: asyncio.Task[None] | None = None  # the last episode's tab, closing
-        self._busy = 0
-        self._idle_since = time.monotonic()
+        self.idle = IdleGate(SPARE_IDLE_S)
         #: how the last open got its tab: "preloaded" (spare with the page loaded),
         #: "spare" (blank spare tab) or "new" (no spare was ready)
         self.last_open = ""
@@ -286,25 +285,27 @@ class ChromiumSandbox:
         """
         assert self._browser is not None
         if gate:
-            await self._until_idle()
-        context = await self.call(
-            self._browser.new_context(
-                viewport={"width": self.window_width, "height": self.window_height},
-                device_scale_factor=1,
-                accept_downloads=False,
-                service_workers="block",
+            await self.idle.wait("context")
+        with self.idle.timed("context"):
+            context = await self.call(
+                self._browser.new_context(
+                    viewport={"width": self.window_width, "height": self.window_height},
+                    device_scale_factor=1,
+                    accept_downloads=False,
+                    service_workers="block",
+                )
             )
-        )
         tab = _Tab(context)
         try:
             context.set_default_timeout(timeout_s * 1000)
             context.on("page", lambda page: self._on_popup(tab, page))
             if gate:
-                await self._until_idle()
-            tab.page = await self.call(context.new_page())
-            tab.page.on("crash", lambda _: self._on_crash(tab))
-            tab.page.on("framenavigated", lambda frame: self._on_navigated(tab, frame))
-            tab.cdp = await self.call(context.new_cdp_session(tab.page))
+                await self.idle.wait("page")
+            with self.idle.timed("page"):
+                tab.page = await self.call(context.new_page())
+                tab.page.on("crash", lambda _: self._on_crash(tab))
+                tab.page.on("framenavigated", lambda frame: self._on_navigated(tab, frame))
+                tab.cdp = await self.call(context.new_cdp_session(tab.page))
         except BaseException:
             await _close_context(context)
             raise
@@ -312,7 +313,8 @@ class ChromiumSandbox:
 
     async def _load(self, tab: _Tab, url: str, timeout_s: float) -> None:
         try:
-            await self.call(tab.page.goto(url, wait_until="load", timeout=timeout_s * 1000))
+            with self.idle.timed("load"):
+                await self.call(tab.page.goto(url, wait_until="load", timeout=timeout_s * 1000))
         except SandboxCrashed as e:
             raise SandboxCrashed(f"cannot load {clip_url(url)}: {e}") from None
         await self.call(tab.page.add_style_tag(content=_HIDE_CARET))
@@ -322,7 +324,7 @@ class ChromiumSandbox:
         tab = await self._new_tab(timeout_s, gate=True)
         try:
             if preload is not None:
-                await self._until_idle()
+                await self.idle.wait("load")
                 await self.call(tab.context.add_init_script(preload))
                 await self._load(tab, url, timeout_s)
         except BaseException:
@@ -335,15 +337,13 @@ class ChromiumSandbox:
         spare, self._spare = self._spare, None
         if spare is None:
             return None
-        self._hurry = True  # its remaining stages run now, idle or not
         try:
-            tab = await asyncio.wait_for(asyncio.shield(spare), timeout_s)
+            with self.idle.hurry():  # its remaining stages run now
+                tab = await asyncio.wait_for(asyncio.shield(spare), timeout_s)
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - a failed spare is no loss
             await _discard(spare)
             self.check()  # but a dead browser is
             return None
-        finally:
-            self._hurry = False
         if tab.crashed or tab.page.is_closed() or (tab.loaded is not None and tab.loaded != url):
             await _close_context(tab.context)
             return None
@@ -352,24 +352,9 @@ class ChromiumSandbox:
             return None
         return tab
 
-    @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
-        """Mark a call (a reset, a step) in progress: no spare is prepared meanwhile."""
-        self._busy += 1
-        try:
-            yield
-        finally:
-            self._busy -= 1
-            if self._busy == 0:
-                self._idle_since = time.monotonic()
-
-    async def _until_idle(self) -> None:
-        """Return once no call has run for :data:`SPARE_IDLE_S` (at once if an open waits)."""
-        while not self._hurry:
-            idle = time.monotonic() - self._idle_since
-            if self._busy == 0 and idle >= SPARE_IDLE_S:
-                return
-            await asyncio.sleep(SPARE_IDLE_S - idle if self._busy == 0 else SPARE_IDLE_S)
+    def busy(self) -> contextlib.AbstractContextManager[None]:
+        """Mark a call (a reset, a step) in progress: no background stage starts meanwhile."""
+        return self.idle.busy()
 
     def _adopt(self, tab: _Tab) -> None:
         self._tab = tab
@@ -388,20 +373,19 @@ class ChromiumSandbox:
             self._retiring = asyncio.ensure_future(self._close_when_idle(tab))
 
     async def _close_when_idle(self, tab: _Tab) -> None:
-        await self._until_idle()
-        await _close_context(tab.context)
+        await self.idle.wait("close")
+        with self.idle.timed("close"):
+            await _close_context(tab.context)
 
     async def _finish_retiring(self) -> None:
         """Wait for the previous tab to close (at most one closes in the background)."""
         retiring, self._retiring = self._retiring, None
         if retiring is not None and not retiring.done():
-            self._hurry = True
             try:
-                await asyncio.wait_for(asyncio.shield(retiring), _CLOSE_TIMEOUT_S)
+                with self.idle.hurry():
+                    await asyncio.wait_for(asyncio.shield(retiring), _CLOSE_TIMEOUT_S)
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - bounded, never fails
                 retiring.cancel()
-            finally:
-                self._hurry = False
 
     async def close(self, *, force: bool = False) -> None:
         """Close everything; bounded in time, never raises.

@@ -245,6 +245,9 @@ class BrowserEnv(GuiEnv):
         max_type_chars: longest text ``type``/``type_element`` accept.
         page_task: the episode logic (default: from ``task.evaluator``).
         executable_path: Chromium binary; headless: run without a window.
+        spare_contexts: prepare the next episode's context (and page) in the
+            sandbox's idle time (see :mod:`env_adapters.browser.chromium`); off: each
+            reset opens and loads its context itself.
         unthrottled_frames: draw frames on demand rather than at 60 Hz (faster
             screenshots; only for pages that do not animate without end: see
             :class:`~env_adapters.browser.chromium.ChromiumSandbox`).
@@ -269,6 +272,7 @@ class BrowserEnv(GuiEnv):
         executable_path: str = DEFAULT_EXECUTABLE,
         headless: bool = True,
         unthrottled_frames: bool = False,
+        spare_contexts: bool = True,
     ) -> None:
         if task.kind != "browser":
             raise ConfigError(f"BrowserEnv runs browser tasks, {task.id} is a {task.kind} task")
@@ -284,6 +288,7 @@ class BrowserEnv(GuiEnv):
         self.url = local_url(str(task.setup["page"]))
         self.exclude = str(task.setup.get("exclude", ""))
         self.max_type_chars = max_type_chars
+        self.spare_contexts = spare_contexts
         self.page_task = page_task if page_task is not None else page_task_for(task)
         self.sandbox = ChromiumSandbox(
             width=width,
@@ -390,10 +395,10 @@ class BrowserEnv(GuiEnv):
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.sandbox.busy():
             obs, info = await super().areset(seed=seed, options=options)
-        # the next episode's context (and page) get ready in this one's idle time
-        self.sandbox.prepare_spare(
-            self.url, timeout_s=self.op_timeout_s, preload=self._preload_script()
-        )
+        if self.spare_contexts:  # the next episode's context (and page), in idle time
+            self.sandbox.prepare_spare(
+                self.url, timeout_s=self.op_timeout_s, preload=self._preload_script()
+            )
         return obs, {**info, "browser_context": self.sandbox.last_open}
 
     def _preload_script(self) -> str | None:

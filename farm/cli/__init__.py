@@ -9,11 +9,14 @@ import sys
 from farm import __version__
 from farm.errors import FarmError
 
-_COMMANDS = ("serve", "demo", "envs", "describe", "health")
+_COMMANDS = (
+    "serve", "demo", "envs", "describe", "health", "up", "status", "down", "doctor",
+    "episodes", "replay", "images",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from farm.cli import demo, inspect, serve
+    from farm.cli import demo, doctor, down, episodes, images, inspect, replay, serve, status, up
 
     parser = argparse.ArgumentParser(
         prog="farm", description="An asynchronous online environment farm for GUI-agent RL."
@@ -26,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     demo.add_parser(sub)
     inspect.add_parsers(sub)
+    up.add_parser(sub)
+    status.add_parser(sub)
+    down.add_parser(sub)
+    doctor.add_parser(sub)
+    episodes.add_parser(sub)
+    replay.add_parser(sub)
+    images.add_parser(sub)
     return parser
 
 

@@ -109,10 +109,12 @@ def _cleanup(state_dir: Path | None, address: str) -> list[str]:
             removed.append(f"controller process {pid} (not answering)")
         remove_pid_file(state_dir)
         removed.append("pid file controller.json")
-    backend = LocalBackend(state_dir)  # docker/ray orphans: with those backends (a later phase)
-    for orphan in backend.list_orphans():
-        backend.remove_orphan(orphan)
-        removed.append(f"orphan sandbox {orphan.sandbox_id} ({orphan.description})")
+    from orchestration.backends.docker import orphan_backend
+
+    for backend in (LocalBackend(state_dir), orphan_backend(state_dir)):  # ray: a later phase
+        for orphan in backend.list_orphans() if backend else []:
+            backend.remove_orphan(orphan)
+            removed.append(f"orphan sandbox {orphan.sandbox_id} ({orphan.description})")
     addr = Address.parse(address)
     path = addr.unix_path
     if addr.is_unix and path and os.path.exists(path) and not unix_socket_in_use(path):
