@@ -33,7 +33,7 @@ Each episode: a timed ``reset(seed=s)``, then the scripted steps, each timed
 waits 300 ms before every call (untimed), as a policy choosing its action
 does; farm prepares the next episode's browser context in such thinking time
 when it is long enough (``env_adapters/browser/idle.py``), the package has
-nothing to prepare. ``farm in-process, no spare`` is farm without that
+nothing to prepare. ``farm in-process (no spare)`` is farm without that
 preparation (``spare_contexts=False``), for comparison. Per task all stacks are
 open at once, warmed up with one untimed episode, then run in interleaved
 rounds (one episode per stack per round, rotating the order). A separate part
@@ -91,7 +91,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 TASKS = ("click-button", "click-link", "click-checkboxes", "enter-text", "login-user")
 STACKS = (
     "farm in-process",
-    "farm in-process, no spare",
+    "farm in-process (no spare)",
     "farm gRPC",
     "miniwob Selenium",
     "miniwob Selenium reload",
@@ -291,7 +291,7 @@ def farm_in_process(task: str, _sock_dir: str) -> Iterator[Stack]:
 def farm_in_process_no_spare(task: str, _sock_dir: str) -> Iterator[Stack]:
     env = make(f"miniwob/{task}", spare_contexts=False)
     try:
-        yield FarmStack(env, "farm in-process, no spare")
+        yield FarmStack(env, "farm in-process (no spare)")
     finally:
         env.close()
 
@@ -374,7 +374,7 @@ def _miniwob_selenium(refresh: bool) -> Callable[[str, str], Any]:
 
 STACK_FACTORIES: dict[str, Callable[[str, str], Any]] = {
     "farm in-process": farm_in_process,
-    "farm in-process, no spare": farm_in_process_no_spare,
+    "farm in-process (no spare)": farm_in_process_no_spare,
     "farm gRPC": farm_grpc,
     BASELINE: _miniwob_selenium(refresh=False),
     RELOAD_STACK: _miniwob_selenium(refresh=True),

@@ -12,7 +12,10 @@ before the start and Chromium is installed), driven through the real CLI:
   controller reports its slot healthy again with a new incarnation (polling
   Status every 20 ms). Kills go round-robin over the 4 slots and the spec sets
   ``restart.stable_s: 1`` so each is a first restart (no backoff; the backoff
-  applies to a slot failing again and again).
+  applies to a slot failing again and again). A sandbox is healthy once its
+  ``farm serve`` answers Health; a browser sandbox starts Chromium at its first
+  reset, so the table also gives SIGKILL -> the replacement's first ``reset``
+  returned (a client connects and resets as soon as the slot is healthy).
 
 * **docker** (``--docker auto``, the default, when a daemon answers and the
   image ``farm-<kind>:latest`` exists): the same up rounds and kills on the
@@ -33,7 +36,7 @@ sockets under a temporary state dir are used.
 
 from __future__ import annotations
 
-import farm  # noqa: F401  # isort: skip  (farm tunes gRPC before grpc loads)
+import farm  # isort: skip  (farm tunes gRPC before grpc loads)
 
 import argparse
 import os
@@ -322,6 +325,7 @@ def main() -> int:
     up_s: list[float] = []
     lease_ns: list[int] = []
     replace_s: list[float] = []
+    first_reset_s: list[float] = []
     t_start = time.monotonic()
     try:
         with ForeignLoad() as load:
@@ -345,9 +349,20 @@ def main() -> int:
             for i in range(args.kills):
                 sid = ids[i % len(ids)]
                 s = next(s for s in client.status().sandboxes if s.id == sid)
+                t_kill = time.monotonic()
                 os.kill(s.pid, signal.SIGKILL)
                 replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
-                console.print(f"kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
+                new = next(s for s in client.status().sandboxes if s.id == sid)
+                env = farm.connect(new.endpoint)
+                try:
+                    env.reset(seed=i)
+                finally:
+                    env.close()
+                first_reset_s.append(time.monotonic() - t_kill)
+                console.print(
+                    f"kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s, "
+                    f"first reset done {first_reset_s[-1]:.2f} s after the kill"
+                )
                 time.sleep(0.5)
             restarts = sum(s.restarts for s in client.status().sandboxes)
             client.close()
@@ -396,6 +411,8 @@ def main() -> int:
         "replace_s": replace_s,
         "replace_p50_s": float(np.percentile(replace_s, 50)),
         "replace_max_s": max(replace_s),
+        "first_reset_after_kill_s": first_reset_s,
+        "first_reset_after_kill_p50_s": float(np.percentile(first_reset_s, 50)),
         "restarts_reported": restarts,
         "docker": docker_result,
         "docker_reason": dwhy,
@@ -419,6 +436,11 @@ def main() -> int:
         "SIGKILL -> replacement healthy p50 (max)",
         f"{result['replace_p50_s']:.2f} s ({result['replace_max_s']:.2f} s)",
         ", ".join(f"{x:.2f}" for x in replace_s),
+    )
+    table.add_row(
+        "SIGKILL -> replacement's first reset returned p50 (max)",
+        f"{result['first_reset_after_kill_p50_s']:.2f} s ({max(first_reset_s):.2f} s)",
+        ", ".join(f"{x:.2f}" for x in first_reset_s),
     )
     if docker_result is not None:
         d = docker_result

@@ -9,8 +9,12 @@ background thread). The same scripted oracle
 alternating which goes first), back to back (no think time: the worst case
 for the background writer, which then competes with the sandbox for the CPUs).
 Every step is timed (one ``perf_counter_ns`` pair around ``env.step``); resets
-are timed apart. The headline is the ratio of median step latencies
-(recording / plain), per task and over all steps; the target is under 1.10.
+are timed apart. Per task, the ratio of median step latencies (recording /
+plain); the headline is their geometric mean over the tasks (target: under
+1.10), with the largest per-task ratio beside it. The median of all steps
+pooled is shown for reference only: the tasks' steps take about 50 ms or about
+80 ms, so the pooled median falls between the two groups and swings with
+their mix.
 
 Prints a table and writes ``bench/results/recording.json``.
 
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     overall_ratio = float(np.median(all_ns["record"]) / np.median(all_ns["plain"]))
     table.add_row(
-        "all steps",
+        "all steps pooled (reference)",
         f"{len(all_ns['plain'])}/{len(all_ns['record'])}",
         fmt_us(np.median(all_ns["plain"]) / 1e3),
         fmt_us(np.median(all_ns["record"]) / 1e3),
@@ -208,8 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{store_bytes / 1024:.0f} KiB on disk "
         f"({store_bytes / max(1, recorded_steps + recorded) / 1024:.1f} KiB per observation)"
     )
-    verdict = "under" if overall_ratio < 1.10 else "NOT under"
-    console.print(f"overhead {100 * (overall_ratio - 1):+.1f}% ({verdict} the 10% target)")
+    ratios = [v["ratio_p50"] for v in summary.values()]
+    geomean = float(np.exp(np.mean(np.log(ratios))))
+    verdict = "under" if geomean < 1.10 else "NOT under"
+    console.print(
+        f"overhead: geometric mean of the per-task p50 ratios {100 * (geomean - 1):+.1f}% "
+        f"({verdict} the 10% target); largest per-task {100 * (max(ratios) - 1):+.1f}%; "
+        f"pooled median of all steps {100 * (overall_ratio - 1):+.1f}% (reference only)"
+    )
     print_foreign_load(console, info)
     out = write_json(
         args.json,
@@ -217,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
             "machine": info,
             "episodes_per_task_and_server": episodes,
             "tasks": summary,
-            "overall_ratio_p50": overall_ratio,
+            "overhead_geomean_ratio_p50": geomean,
+            "max_task_ratio_p50": max(ratios),
+            "pooled_ratio_p50": overall_ratio,
             "store": {
                 "episodes": recorded,
                 "incomplete": incomplete,

@@ -42,7 +42,7 @@ class SpecError(ConfigError):
 
 
 class BackendNotAvailableError(ConfigError):
-    """A backend that is not built (docker, ray: a later phase) or cannot run on this host."""
+    """An unknown backend, or one that cannot run on this host (no daemon, no Ray)."""
 
 
 class OrchestrationError(FarmError):

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+import yaml
 
 from farm.client import health as health_rpc
 from farm.proto import farm_pb2 as pb
@@ -29,6 +34,27 @@ def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float =
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout} s (last value {value!r})")
         time.sleep(interval)
+
+
+def farm_home_cli(
+    *args: str, home: Path, timeout: float = 120, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
+    """``farm ARGS`` as a child process with ``FARM_HOME=home``; its output captured."""
+    env = {**os.environ, "FARM_HOME": str(home), "COLUMNS": str(columns)}
+    return subprocess.run(
+        [sys.executable, "-m", "farm.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def write_spec(home: Path, *groups: dict[str, Any], **top: Any) -> str:
+    """A farm spec with these sandbox groups (and top-level keys) at ``home/farm.yaml``."""
+    path = home / "farm.yaml"
+    path.write_text(yaml.safe_dump({"sandboxes": list(groups), **top}))
+    return str(path)
 
 
 SESSION_METHOD = "/farm.v1.Environment/Session"

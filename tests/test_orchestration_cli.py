@@ -15,8 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
-from helpers import wait_until
+from helpers import farm_home_cli, wait_until, write_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,20 +32,7 @@ def home() -> Iterator[Path]:
 
 
 def farm(*args: str, home: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FARM_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "farm.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def write_spec(home: Path, *groups: dict[str, object], **top: object) -> str:
-    path = home / "farm.yaml"
-    path.write_text(yaml.safe_dump({"sandboxes": list(groups), **top}))
-    return str(path)
+    return farm_home_cli(*args, home=home, timeout=timeout)
 
 
 def gone(pid: int) -> bool:

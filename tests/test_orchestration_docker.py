@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from helpers import wait_until
+from helpers import farm_home_cli, wait_until, write_spec
 
 import farm
 from env_adapters.toy.text_task import solve_instruction
@@ -79,20 +78,7 @@ def home(docker_client: Any) -> Iterator[Path]:
 
 
 def farm_cli(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FARM_HOME": str(home), "COLUMNS": "250"}
-    return subprocess.run(
-        [sys.executable, "-m", "farm.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def write_spec(home: Path, *groups: dict[str, Any], **top: Any) -> str:
-    path = home / "farm.yaml"
-    path.write_text(yaml.safe_dump({"sandboxes": list(groups), **top}))
-    return str(path)
+    return farm_home_cli(*args, home=home, timeout=timeout, columns=250)
 
 
 def containers(client: Any, home: Path) -> list[Any]:

@@ -16,8 +16,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from helpers import farm_home_cli as farm_cli
 from helpers import wait_until
 
 import farm
@@ -119,17 +118,6 @@ def driver(cluster: dict[str, Any]) -> Iterator[dict[str, Any]]:
     assert len(nodes) == 2 and nodes["farm_a"] != nodes["farm_b"]
     yield {**cluster, "nodes": nodes}
     ray.shutdown()
-
-
-def farm_cli(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FARM_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "farm.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def status(home: Path) -> dict[str, Any]:

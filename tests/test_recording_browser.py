@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import farm
+from env_adapters.browser.chromium import LAUNCH_ARGS
 from env_adapters.browser.oracles import run_episode
 from farm.cli import main as cli
 from farm.recording import Episode, EpisodeStore
@@ -28,14 +29,7 @@ from farm.recording.viewer import write_html
 from farm.server.process import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM_ARGS = list(LAUNCH_ARGS)  # the flags every sandbox browser gets
 FRAMES_LOADED = (
     "Array.from(document.querySelectorAll('img.frame'))"
     ".every(i => i.complete && i.naturalWidth > 0)"

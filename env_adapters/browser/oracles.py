@@ -24,16 +24,16 @@ instruction asks for something the page does not show (the
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
-import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from env_adapters.gui import actions as A
+from env_adapters.gui import oracles as gui_oracles
+from env_adapters.gui.oracles import OracleError
 
 #: the observed area of MiniWoB envs when the screenshot does not say
 DEFAULT_SIZE = (160, 210)
@@ -230,10 +230,6 @@ def wait(ms: int) -> str:
 DONE, FAIL = "done()", "fail()"
 
 # ---------------------------------------------------------------- oracles
-
-
-class OracleError(RuntimeError):
-    """The oracle cannot make sense of the observation (a bug, or a page it does not know)."""
 
 
 #: a policy body: yields actions, receives the observation after each
@@ -776,92 +772,24 @@ def run_episode(
     max_steps: int = 60,
     trace: list[dict[str, Any]] | None = None,
 ) -> tuple[float, int, list[str]]:
-    """Play one episode of ``env`` (local or remote, text actions) with the oracle of
-    ``task`` (an env id, or an oracle); returns ``(total_reward, steps, actions)``.
-
-    ``trace``, if given, gets one dict per step (action, reward, terminated,
-    truncated, info). The episode ends when it terminates or is truncated,
-    or after ``max_steps`` steps.
-    """
+    """Play one episode of ``env`` with the oracle of ``task`` (an env id, or an
+    oracle); see :func:`env_adapters.gui.oracles.run_episode`."""
     oracle = oracle_for(task) if isinstance(task, str) else task
-    oracle.reset()
-    obs, _ = env.reset(seed=seed)
-    total, actions = 0.0, []
-    for _ in range(max_steps):
-        action = oracle.act(obs)
-        actions.append(action)
-        obs, reward, terminated, truncated, info = env.step(action)
-        total += float(reward)
-        if trace is not None:
-            trace.append(
-                {
-                    "action": action,
-                    "reward": float(reward),
-                    "terminated": bool(terminated),
-                    "truncated": bool(truncated),
-                    "info": info,
-                }
-            )
-        if terminated or truncated:
-            break
-    return total, len(actions), actions
+    return gui_oracles.run_episode(env, oracle, seed, max_steps=max_steps, trace=trace)
 
 
 # ---------------------------------------------------------------- command line
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return gui_oracles.main(
+        argv,
         prog="python -m env_adapters.browser.oracles",
         description="Run a scripted MiniWoB++ oracle and print per-seed results.",
+        names=[*ORACLES, *INFEASIBLE_ORACLES],
+        oracle_for=oracle_for,
+        default_seeds=10,
     )
-    parser.add_argument(
-        "task", help=f"env id, one of: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
-    )
-    parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
-    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
-    parser.add_argument(
-        "--address", help="a farm server serving TASK (default: the env in this process)"
-    )
-    args = parser.parse_args(argv)
-    try:
-        oracle = oracle_for(args.task)
-    except KeyError as e:
-        parser.error(str(e.args[0]))
-    if args.address:
-        import farm
-
-        env = farm.connect(args.address)
-    else:
-        from farm.registry import make
-
-        env = make(args.task)
-    solved = 0
-    start = time.perf_counter()
-    try:
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            t0 = time.perf_counter()
-            trace: list[dict[str, Any]] = []
-            try:
-                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
-            except OracleError as e:
-                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
-                actions.append(f"<oracle error: {e}>")
-            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
-            solved += ok
-            last = trace[-1]["info"] if trace else {}
-            note = "" if ok else f"  info={json.dumps(last, default=str)}"
-            print(
-                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
-                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
-                f"{' '.join(actions)}{note}",
-                flush=True,
-            )
-    finally:
-        env.close()
-    total = time.perf_counter() - start
-    print(f"{args.task}: {solved}/{args.seeds} solved in {total:.1f}s")
-    return 0 if solved == args.seeds else 1
 
 
 if __name__ == "__main__":

@@ -24,17 +24,17 @@ From the shell::
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
 import sys
-import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from env_adapters.gui import actions as A
+from env_adapters.gui import oracles as gui_oracles
+from env_adapters.gui.oracles import OracleError
 
 # ---------------------------------------------------------------- the text view
 
@@ -83,10 +83,6 @@ class Win:
             (w for w in self.widgets if w.role in roles and (name is None or w.name == name)),
             None,
         )
-
-
-class OracleError(RuntimeError):
-    """The oracle cannot make sense of the observation."""
 
 
 def parse_windows(text: str) -> list[Win]:
@@ -525,79 +521,21 @@ def run_episode(
     max_steps: int = 60,
     trace: list[dict[str, Any]] | None = None,
 ) -> tuple[float, int, list[str]]:
-    """Play one episode with the oracle; returns ``(total_reward, steps, actions)``."""
+    """Play one episode of ``env`` with the oracle of ``task`` (an env id, or an
+    oracle); see :func:`env_adapters.gui.oracles.run_episode`."""
     oracle = oracle_for(task) if isinstance(task, str) else task
-    oracle.reset()
-    obs, _ = env.reset(seed=seed)
-    total, actions = 0.0, []
-    for _ in range(max_steps):
-        action = oracle.act(obs)
-        actions.append(action)
-        obs, reward, terminated, truncated, info = env.step(action)
-        total += float(reward)
-        if trace is not None:
-            trace.append(
-                {
-                    "action": action,
-                    "reward": float(reward),
-                    "terminated": bool(terminated),
-                    "truncated": bool(truncated),
-                    "info": info,
-                }
-            )
-        if terminated or truncated:
-            break
-    return total, len(actions), actions
+    return gui_oracles.run_episode(env, oracle, seed, max_steps=max_steps, trace=trace)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return gui_oracles.main(
+        argv,
         prog="python -m env_adapters.desktop.oracles",
         description="Run a scripted desktop oracle and print per-seed results.",
+        names=[*ORACLES, *INFEASIBLE_ORACLES],
+        oracle_for=oracle_for,
+        default_seeds=5,
     )
-    parser.add_argument(
-        "task", help=f"env id, one of: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
-    )
-    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
-    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
-    parser.add_argument("--address", help="a farm server serving TASK (default: in process)")
-    args = parser.parse_args(argv)
-    try:
-        oracle = oracle_for(args.task)
-    except KeyError as e:
-        parser.error(str(e.args[0]))
-    if args.address:
-        import farm
-
-        env = farm.connect(args.address)
-    else:
-        from farm.registry import make
-
-        env = make(args.task)
-    solved, start = 0, time.perf_counter()
-    try:
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            t0 = time.perf_counter()
-            trace: list[dict[str, Any]] = []
-            try:
-                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
-            except OracleError as e:
-                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
-                actions.append(f"<oracle error: {e}>")
-            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
-            solved += ok
-            last = trace[-1]["info"] if trace else {}
-            note = "" if ok else f"  info={json.dumps(last, default=str)}"
-            print(
-                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
-                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
-                f"{' '.join(actions)}{note}",
-                flush=True,
-            )
-    finally:
-        env.close()
-    print(f"{args.task}: {solved}/{args.seeds} solved in {time.perf_counter() - start:.1f}s")
-    return 0 if solved == args.seeds else 1
 
 
 if __name__ == "__main__":

@@ -111,7 +111,8 @@ def _cleanup(state_dir: Path | None, address: str) -> list[str]:
         removed.append("pid file controller.json")
     from orchestration.backends.docker import orphan_backend
 
-    for backend in (LocalBackend(state_dir), orphan_backend(state_dir)):  # ray: a later phase
+    # ray orphans need the cluster address from the spec: the next `farm up` removes them
+    for backend in (LocalBackend(state_dir), orphan_backend(state_dir)):
         for orphan in backend.list_orphans() if backend else []:
             backend.remove_orphan(orphan)
             removed.append(f"orphan sandbox {orphan.sandbox_id} ({orphan.description})")

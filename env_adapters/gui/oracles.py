@@ -1,0 +1,123 @@
+"""What the scripted oracles of every GUI suite share: the episode loop and the command line.
+
+A suite's oracles (``env_adapters.browser.oracles``, ``env_adapters.desktop.oracles``)
+are :class:`ScriptedOracle`s: ``reset()`` before an episode, then ``act(obs)``
+returns the next action in the shared text form. :func:`run_episode` plays one
+episode of any env (in-process or ``farm.connect``-ed) with one; :func:`main`
+is the suites' ``python -m ... TASK --seeds N [--address ADDR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot make sense of the observation (a bug, or a screen it does not know)."""
+
+
+class ScriptedOracle(Protocol):
+    def reset(self) -> None: ...
+
+    def act(self, obs: dict[str, Any]) -> str: ...
+
+
+def run_episode(
+    env: Any,
+    oracle: ScriptedOracle,
+    seed: int,
+    *,
+    max_steps: int = 60,
+    trace: list[dict[str, Any]] | None = None,
+) -> tuple[float, int, list[str]]:
+    """Play one episode of ``env`` (text actions) with ``oracle``; returns
+    ``(total_reward, steps, actions)``.
+
+    ``trace``, if given, gets one dict per step (action, reward, terminated,
+    truncated, info). The episode ends when it terminates or is truncated, or
+    after ``max_steps`` steps.
+    """
+    oracle.reset()
+    obs, _ = env.reset(seed=seed)
+    total, actions = 0.0, []
+    for _ in range(max_steps):
+        action = oracle.act(obs)
+        actions.append(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        if trace is not None:
+            trace.append(
+                {
+                    "action": action,
+                    "reward": float(reward),
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                    "info": info,
+                }
+            )
+        if terminated or truncated:
+            break
+    return total, len(actions), actions
+
+
+def main(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    description: str,
+    names: Iterable[str],
+    oracle_for: Callable[[str], ScriptedOracle],
+    default_seeds: int,
+) -> int:
+    """Run ``oracle_for(TASK)`` over seeds and print one line per episode; exit 0 iff
+    every episode ended terminated with reward 1."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("task", help=f"env id, one of: {', '.join(names)}")
+    parser.add_argument(
+        "--seeds", type=int, default=default_seeds, help=f"number of seeds ({default_seeds})"
+    )
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument(
+        "--address", help="a farm server serving TASK (default: the env in this process)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        oracle = oracle_for(args.task)
+    except KeyError as e:
+        parser.error(str(e.args[0]))
+    if args.address:
+        import farm
+
+        env = farm.connect(args.address)
+    else:
+        from farm.registry import make
+
+        env = make(args.task)
+    solved, start = 0, time.perf_counter()
+    try:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            t0 = time.perf_counter()
+            trace: list[dict[str, Any]] = []
+            try:
+                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
+            except OracleError as e:
+                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
+                actions.append(f"<oracle error: {e}>")
+            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
+            solved += ok
+            last = trace[-1]["info"] if trace else {}
+            note = "" if ok else f"  info={json.dumps(last, default=str)}"
+            print(
+                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
+                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
+                f"{' '.join(actions)}{note}",
+                flush=True,
+            )
+    finally:
+        env.close()
+    print(f"{args.task}: {solved}/{args.seeds} solved in {time.perf_counter() - start:.1f}s")
+    return 0 if solved == args.seeds else 1
