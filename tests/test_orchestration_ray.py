@@ -270,7 +270,7 @@ def test_sigkilled_server_is_replaced(home: Path) -> None:
     assert f"a-0.{after['incarnation']}" in actors(ns)
 
 
-def test_orphans_of_a_killed_controller_are_removed_and_down_leaves_nothing(
+def test_orphans_of_a_killed_controller_are_removed_by_up_and_by_down(
     home: Path,
 ) -> None:
     ns = namespace_for(home)
@@ -292,8 +292,12 @@ def test_orphans_of_a_killed_controller_are_removed_and_down_leaves_nothing(
     assert {s["state"] for s in st2["sandboxes"]} == {"healthy"}
     assert actors(ns) == {"a-0.1", "a-1.1", "b-0.1", "b-1.1"}
 
+    # it crashes again: this time `farm down` finds the orphans (the spec names the cluster)
+    os.kill(int(st2["pid"]), signal.SIGKILL)
+    wait_until(lambda: not alive(st2["pid"]), timeout=10)
     down = farm_cli("down", home=home)
     assert down.returncode == 0, down.stderr
+    assert down.stdout.count("orphan sandbox") == 4, down.stdout
     assert actors(ns) == set()
     servers = [s["pid"] for s in st2["sandboxes"]]
     wait_until(lambda: not any(alive(p) for p in [*servers, st2["pid"]]), timeout=15)

@@ -10,6 +10,7 @@ exits 0 (``farm down`` is idempotent).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import signal
@@ -102,6 +103,7 @@ def _cleanup(state_dir: Path | None, address: str) -> list[str]:
     if state_dir is None or not state_dir.is_dir():
         return removed
     info = read_pid_file(state_dir)
+    spec_path = info.get("spec_path") if info is not None else None
     if info is not None:
         pid = info.get("pid")
         if isinstance(pid, int) and pid != os.getpid() and not _gone(pid):
@@ -111,11 +113,14 @@ def _cleanup(state_dir: Path | None, address: str) -> list[str]:
         removed.append("pid file controller.json")
     from orchestration.backends.docker import orphan_backend
 
-    # ray orphans need the cluster address from the spec: the next `farm up` removes them
-    for backend in (LocalBackend(state_dir), orphan_backend(state_dir)):
+    backends = [LocalBackend(state_dir), orphan_backend(state_dir)]
+    backends.append(_ray_orphan_backend(state_dir, spec_path, removed))
+    for backend in backends:
         for orphan in backend.list_orphans() if backend else []:
             backend.remove_orphan(orphan)
             removed.append(f"orphan sandbox {orphan.sandbox_id} ({orphan.description})")
+        if backend is not None:
+            asyncio.run(backend.close())
     addr = Address.parse(address)
     path = addr.unix_path
     if addr.is_unix and path and os.path.exists(path) and not unix_socket_in_use(path):
@@ -125,3 +130,25 @@ def _cleanup(state_dir: Path | None, address: str) -> list[str]:
         with contextlib.suppress(OSError):
             (state_dir / d).rmdir()
     return removed
+
+
+def _ray_orphan_backend(state_dir: Path, spec_path: Any, notes: list[str]) -> Any:
+    """The ray backend of the dead farm's spec, to find its detached actors (None if the
+    spec has no ray groups on an existing cluster, or the cluster cannot be reached)."""
+    if not isinstance(spec_path, str) or not spec_path or not os.path.isfile(spec_path):
+        return None
+    try:
+        from orchestration.backends.ray import RayBackend, ray_address
+        from orchestration.spec import load_spec
+
+        spec = load_spec(spec_path)
+        if not any(g.backend == "ray" for g in spec.sandboxes):
+            return None
+        if ray_address(spec) == "local":  # the controller's own cluster died with it
+            return None
+        backend = RayBackend(state_dir, spec)
+        backend.list_orphans()  # connects: fails here if the cluster is gone
+        return backend
+    except Exception as e:  # noqa: BLE001 - cleanup goes on without the ray part
+        notes.append(f"ray orphans not checked ({type(e).__name__}: {e})")
+        return None
