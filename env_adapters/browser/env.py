@@ -85,6 +85,8 @@ from farm.errors import ConfigError
 
 #: default refusal threshold of ``type()`` / ``type_element()`` (see module doc)
 MAX_TYPE_CHARS = 2_000
+#: an observation that takes longer is looked at again, in case a navigation stalled it (s)
+NAVIGATION_GRACE_S = 2.0
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _TEXT_INPUT_TYPES = {
     "",
@@ -359,20 +361,34 @@ class BrowserEnv(GuiEnv):
         self.sandbox.check()
         if self.sandbox.left_to is not None:
             return await self._observe_elsewhere(self.sandbox.left_to)
+        # a navigation that had not committed yet when the observation began makes the
+        # page refuse calls, or stalls the capture, for a moment: let it load, look again
+        grace_s = min(NAVIGATION_GRACE_S, self.op_timeout_s / 3)
         try:
-            # concurrently: the screenshot waits for a compositor frame anyway (16-33 ms)
-            view, pixels = await asyncio.gather(self._text_view(), self.sandbox.screenshot())
-        except SandboxCrashed:
-            # a navigation that had not committed yet when the step began makes the
-            # page refuse calls for a moment: let it load, then observe once more
+            view, pixels = await asyncio.wait_for(self._view_and_pixels(), grace_s)
+        except (SandboxCrashed, TimeoutError):
             self.sandbox.check()
             await self._wait_loaded()
             if self.sandbox.check_navigation() is not None:
                 return await self._observe_elsewhere(self.sandbox.left_to or "")
-            view, pixels = await asyncio.gather(self._text_view(), self.sandbox.screenshot())
+            view, pixels = await self._view_and_pixels()
         self._refs = view.refs
         meta = {"url": clip_url(self.sandbox.page.url), "title": clip_url(view.title)}
         return pixels, view.text, meta
+
+    async def _view_and_pixels(self) -> tuple[dom.TextView, np.ndarray]:
+        """The text view and the screenshot, taken concurrently (the screenshot waits for a
+        compositor frame anyway); if one fails the other is cancelled."""
+        view = asyncio.ensure_future(self._text_view())
+        pixels = asyncio.ensure_future(self.sandbox.screenshot())
+        try:
+            return await view, await pixels
+        finally:
+            pending = [task for task in (view, pixels) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
     async def _observe_elsewhere(self, left_to: str) -> tuple[np.ndarray, str, dict[str, Any]]:
         """Best-effort observation of the page the task page left for (the episode ends)."""
