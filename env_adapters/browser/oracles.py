@@ -755,41 +755,18 @@ INFEASIBLE_ORACLES: dict[str, type[Oracle]] = {
 ENCODING: dict[str, str] = {task: cls.encoding for task, cls in ORACLES.items()}
 
 
-def oracle_for(task: str) -> Oracle:
-    """A fresh oracle for env id ``task`` (feasible or infeasible variant)."""
-    cls = ORACLES.get(task) or INFEASIBLE_ORACLES.get(task)
-    if cls is None:
-        known = sorted({*ORACLES, *INFEASIBLE_ORACLES})
-        raise KeyError(f"no oracle for {task!r}; oracles: {', '.join(known)}")
-    return cls()
-
-
-def run_episode(
-    env: Any,
-    task: str | Oracle,
-    seed: int,
-    *,
-    max_steps: int = 60,
-    trace: list[dict[str, Any]] | None = None,
-) -> tuple[float, int, list[str]]:
-    """Play one episode of ``env`` with the oracle of ``task`` (an env id, or an
-    oracle); see :func:`env_adapters.gui.oracles.run_episode`."""
-    oracle = oracle_for(task) if isinstance(task, str) else task
-    return gui_oracles.run_episode(env, oracle, seed, max_steps=max_steps, trace=trace)
-
-
-# ---------------------------------------------------------------- command line
-
-
-def main(argv: list[str] | None = None) -> int:
-    return gui_oracles.main(
-        argv,
-        prog="python -m env_adapters.browser.oracles",
-        description="Run a scripted MiniWoB++ oracle and print per-seed results.",
-        names=[*ORACLES, *INFEASIBLE_ORACLES],
-        oracle_for=oracle_for,
-        default_seeds=10,
-    )
+SUITE = gui_oracles.OracleSuite(
+    ORACLES,
+    INFEASIBLE_ORACLES,
+    prog="python -m env_adapters.browser.oracles",
+    description="Run a scripted MiniWoB++ oracle and print per-seed results.",
+    default_seeds=10,
+)
+#: a fresh oracle for an env id (KeyError naming the known ones)
+oracle_for = SUITE.oracle_for
+#: one episode of an env with the oracle of a task (an env id, or an oracle)
+run_episode = SUITE.run_episode
+main = SUITE.main
 
 
 if __name__ == "__main__":

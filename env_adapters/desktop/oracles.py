@@ -504,38 +504,18 @@ INFEASIBLE_ORACLES: dict[str, type[Oracle]] = {
 }
 
 
-def oracle_for(task: str) -> Oracle:
-    cls = ORACLES.get(task) or INFEASIBLE_ORACLES.get(task)
-    if cls is None:
-        raise KeyError(
-            f"no oracle for {task!r}; oracles: {', '.join([*ORACLES, *INFEASIBLE_ORACLES])}"
-        )
-    return cls()
-
-
-def run_episode(
-    env: Any,
-    task: str | Oracle,
-    seed: int,
-    *,
-    max_steps: int = 60,
-    trace: list[dict[str, Any]] | None = None,
-) -> tuple[float, int, list[str]]:
-    """Play one episode of ``env`` with the oracle of ``task`` (an env id, or an
-    oracle); see :func:`env_adapters.gui.oracles.run_episode`."""
-    oracle = oracle_for(task) if isinstance(task, str) else task
-    return gui_oracles.run_episode(env, oracle, seed, max_steps=max_steps, trace=trace)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return gui_oracles.main(
-        argv,
-        prog="python -m env_adapters.desktop.oracles",
-        description="Run a scripted desktop oracle and print per-seed results.",
-        names=[*ORACLES, *INFEASIBLE_ORACLES],
-        oracle_for=oracle_for,
-        default_seeds=5,
-    )
+SUITE = gui_oracles.OracleSuite(
+    ORACLES,
+    INFEASIBLE_ORACLES,
+    prog="python -m env_adapters.desktop.oracles",
+    description="Run a scripted desktop oracle and print per-seed results.",
+    default_seeds=5,
+)
+#: a fresh oracle for an env id (KeyError naming the known ones)
+oracle_for = SUITE.oracle_for
+#: one episode of an env with the oracle of a task (an env id, or an oracle)
+run_episode = SUITE.run_episode
+main = SUITE.main
 
 
 if __name__ == "__main__":

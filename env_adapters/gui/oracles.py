@@ -4,7 +4,8 @@ A suite's oracles (``env_adapters.browser.oracles``, ``env_adapters.desktop.orac
 are :class:`ScriptedOracle`s: ``reset()`` before an episode, then ``act(obs)``
 returns the next action in the shared text form. :func:`run_episode` plays one
 episode of any env (in-process or ``farm.connect``-ed) with one; :func:`main`
-is the suites' ``python -m ... TASK --seeds N [--address ADDR]``.
+and :class:`OracleSuite` give a suite module its ``oracle_for``, ``run_episode``
+and ``python -m ... TASK --seeds N [--address ADDR]``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -64,60 +65,98 @@ def run_episode(
     return total, len(actions), actions
 
 
-def main(
-    argv: list[str] | None,
-    *,
-    prog: str,
-    description: str,
-    names: Iterable[str],
-    oracle_for: Callable[[str], ScriptedOracle],
-    default_seeds: int,
-) -> int:
-    """Run ``oracle_for(TASK)`` over seeds and print one line per episode; exit 0 iff
-    every episode ended terminated with reward 1."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("task", help=f"env id, one of: {', '.join(names)}")
-    parser.add_argument(
-        "--seeds", type=int, default=default_seeds, help=f"number of seeds ({default_seeds})"
-    )
-    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
-    parser.add_argument(
-        "--address", help="a farm server serving TASK (default: the env in this process)"
-    )
-    args = parser.parse_args(argv)
-    try:
-        oracle = oracle_for(args.task)
-    except KeyError as e:
-        parser.error(str(e.args[0]))
-    if args.address:
-        import farm
+class OracleSuite:
+    """A suite's oracles by env id (feasible and infeasible tasks), and what a suite
+    module offers with them: :meth:`oracle_for`, :meth:`run_episode`, :meth:`main`."""
 
-        env = farm.connect(args.address)
-    else:
-        from farm.registry import make
+    def __init__(
+        self,
+        feasible: Mapping[str, Callable[[], ScriptedOracle]],
+        infeasible: Mapping[str, Callable[[], ScriptedOracle]],
+        *,
+        prog: str,
+        description: str,
+        default_seeds: int,
+    ) -> None:
+        self.feasible, self.infeasible = feasible, infeasible
+        self.prog, self.description, self.default_seeds = prog, description, default_seeds
 
-        env = make(args.task)
-    solved, start = 0, time.perf_counter()
+    def oracle_for(self, task: str) -> Any:
+        """A fresh oracle for env id ``task``; KeyError naming the known ones."""
+        make = self.feasible.get(task) or self.infeasible.get(task)
+        if make is None:
+            known = sorted({*self.feasible, *self.infeasible})
+            raise KeyError(f"no oracle for {task!r}; oracles: {', '.join(known)}")
+        return make()
+
+    def run_episode(
+        self,
+        env: Any,
+        task: str | ScriptedOracle,
+        seed: int,
+        *,
+        max_steps: int = 60,
+        trace: list[dict[str, Any]] | None = None,
+    ) -> tuple[float, int, list[str]]:
+        """:func:`run_episode` with the oracle of ``task`` (an env id, or an oracle)."""
+        oracle = self.oracle_for(task) if isinstance(task, str) else task
+        return run_episode(env, oracle, seed, max_steps=max_steps, trace=trace)
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """``python -m <suite>.oracles TASK [--seeds N] [--first-seed S] [--address A]``:
+        one line per episode; exit 0 iff every episode ended terminated with reward 1."""
+        parser = argparse.ArgumentParser(prog=self.prog, description=self.description)
+        names = ", ".join([*self.feasible, *self.infeasible])
+        parser.add_argument("task", help=f"env id, one of: {names}")
+        parser.add_argument(
+            "--seeds",
+            type=int,
+            default=self.default_seeds,
+            help=f"number of seeds ({self.default_seeds})",
+        )
+        parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+        parser.add_argument(
+            "--address", help="a farm server serving TASK (default: the env in this process)"
+        )
+        args = parser.parse_args(argv)
+        try:
+            oracle = self.oracle_for(args.task)
+        except KeyError as e:
+            parser.error(str(e.args[0]))
+        if args.address:
+            import farm
+
+            env = farm.connect(args.address)
+        else:
+            from farm.registry import make
+
+            env = make(args.task)
+        solved, start = 0, time.perf_counter()
+        try:
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                solved += _play_and_print(env, oracle, seed)
+        finally:
+            env.close()
+        print(f"{args.task}: {solved}/{args.seeds} solved in {time.perf_counter() - start:.1f}s")
+        return 0 if solved == args.seeds else 1
+
+
+def _play_and_print(env: Any, oracle: ScriptedOracle, seed: int) -> bool:
+    """One episode for the command line; True if it was solved."""
+    t0 = time.perf_counter()
+    trace: list[dict[str, Any]] = []
     try:
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            t0 = time.perf_counter()
-            trace: list[dict[str, Any]] = []
-            try:
-                reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
-            except OracleError as e:
-                reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
-                actions.append(f"<oracle error: {e}>")
-            ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
-            solved += ok
-            last = trace[-1]["info"] if trace else {}
-            note = "" if ok else f"  info={json.dumps(last, default=str)}"
-            print(
-                f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
-                f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
-                f"{' '.join(actions)}{note}",
-                flush=True,
-            )
-    finally:
-        env.close()
-    print(f"{args.task}: {solved}/{args.seeds} solved in {time.perf_counter() - start:.1f}s")
-    return 0 if solved == args.seeds else 1
+        reward, steps, actions = run_episode(env, oracle, seed, trace=trace)
+    except OracleError as e:
+        reward, steps, actions = 0.0, len(trace), [t["action"] for t in trace]
+        actions.append(f"<oracle error: {e}>")
+    ok = reward == 1.0 and bool(trace) and trace[-1]["terminated"]
+    last = trace[-1]["info"] if trace else {}
+    note = "" if ok else f"  info={json.dumps(last, default=str)}"
+    print(
+        f"seed {seed:4d}  reward {reward:+.2f}  steps {steps:2d}  "
+        f"{time.perf_counter() - t0:5.2f}s  {'ok  ' if ok else 'FAIL'}  "
+        f"{' '.join(actions)}{note}",
+        flush=True,
+    )
+    return ok
