@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,79 @@ def wait_replaced(client: Any, sandbox_id: str, incarnation: int, timeout: float
     raise TimeoutError(f"{sandbox_id} was not replaced within {timeout} s")
 
 
+def up_rounds(
+    home: Path, spec_path: Path, rounds: int, label: str, console: Console
+) -> list[float]:
+    """``rounds`` timed ``farm up --detach`` (returns once all are healthy), ``farm down``
+    between them; the farm is left up."""
+    up_s: list[float] = []
+    for r in range(rounds):
+        t0 = time.monotonic()
+        res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
+        up_s.append(time.monotonic() - t0)
+        if res.returncode != 0:
+            raise SystemExit(f"farm up ({label}) failed:\n{res.stderr}")
+        console.print(f"{label} up round {r + 1}: {up_s[-1]:.2f} s")
+        if r < rounds - 1:
+            farm_cli(home, "down")
+    return up_s
+
+
+def lease_round_trips(client: Any, kind: str, n: int, warmup: int = 10) -> list[int]:
+    """``n`` timed lease + release round trips (ns), after ``warmup`` untimed ones."""
+    lease_ns: list[int] = []
+    for i in range(n + warmup):
+        t0 = time.perf_counter_ns()
+        lease = client.lease(kind, wait_timeout_s=30)
+        lease.release()
+        if i >= warmup:
+            lease_ns.append(time.perf_counter_ns() - t0)
+    return lease_ns
+
+
+def kill_rounds(
+    client: Any,
+    kills: int,
+    kill: Callable[[Any], None],
+    label: str,
+    console: Console,
+    *,
+    first_reset: bool = False,
+) -> tuple[list[float], list[float]]:
+    """Kill the slots round-robin (``kill(sandbox)``); per kill the seconds until the slot
+    is healthy again and, with ``first_reset``, until a reset on the replacement returned."""
+    replace_s: list[float] = []
+    first_reset_s: list[float] = []
+    ids = [s.id for s in client.status().sandboxes]
+    for i in range(kills):
+        sid = ids[i % len(ids)]
+        s = next(s for s in client.status().sandboxes if s.id == sid)
+        t_kill = time.monotonic()
+        kill(s)
+        replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
+        line = f"{label} {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s"
+        if first_reset:
+            new = next(s for s in client.status().sandboxes if s.id == sid)
+            env = farm.connect(new.endpoint)
+            try:
+                env.reset(seed=i)
+            finally:
+                env.close()
+            first_reset_s.append(time.monotonic() - t_kill)
+            line += f", first reset done {first_reset_s[-1]:.2f} s after the kill"
+        console.print(line)
+        time.sleep(0.5)
+    return replace_s, first_reset_s
+
+
+def replace_summary(replace_s: list[float]) -> dict[str, Any]:
+    return {
+        "replace_s": replace_s,
+        "replace_p50_s": float(np.percentile(replace_s, 50)) if replace_s else None,
+        "replace_max_s": max(replace_s) if replace_s else None,
+    }
+
+
 def docker_kind(local_kind: str) -> tuple[str | None, str]:
     """The kind to run on the docker backend, or None (and why)."""
     try:
@@ -140,31 +214,17 @@ def docker_rounds(kind: str, count: int, rounds: int, kills: int, console: Conso
             }
         )
     )
-    up_s: list[float] = []
-    replace_s: list[float] = []
     dclient = docker.from_env()
+
+    def docker_kill(sandbox: Any) -> None:
+        labels = [f"farm.state_dir={home}", f"farm.sandbox_id={sandbox.id}"]
+        (container,) = dclient.containers.list(filters={"label": labels})
+        container.kill()
+
     try:
-        for r in range(rounds):
-            t0 = time.monotonic()
-            res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
-            up_s.append(time.monotonic() - t0)
-            if res.returncode != 0:
-                raise SystemExit(f"farm up (docker) failed:\n{res.stderr}")
-            console.print(f"docker up round {r + 1}: {up_s[-1]:.2f} s")
-            if r < rounds - 1:
-                farm_cli(home, "down")
+        up_s = up_rounds(home, spec_path, rounds, "docker", console)
         client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
-        ids = [s.id for s in client.status().sandboxes]
-        for i in range(kills):
-            sid = ids[i % len(ids)]
-            s = next(s for s in client.status().sandboxes if s.id == sid)
-            (c,) = dclient.containers.list(
-                filters={"label": [f"farm.state_dir={home}", f"farm.sandbox_id={sid}"]}
-            )
-            c.kill()
-            replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
-            console.print(f"docker kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
-            time.sleep(0.5)
+        replace_s, _ = kill_rounds(client, kills, docker_kill, "docker kill", console)
         client.close()
     finally:
         farm_cli(home, "down")
@@ -175,9 +235,7 @@ def docker_rounds(kind: str, count: int, rounds: int, kills: int, console: Conso
         "env": env_id,
         "up_s": up_s,
         "up_median_s": statistics.median(up_s),
-        "replace_s": replace_s,
-        "replace_p50_s": float(np.percentile(replace_s, 50)) if replace_s else None,
-        "replace_max_s": max(replace_s) if replace_s else None,
+        **replace_summary(replace_s),
     }
 
 
@@ -205,9 +263,6 @@ def ray_rounds(count: int, rounds: int, leases: int, kills: int, console: Consol
     home = Path(tempfile.mkdtemp(prefix="fbr-", dir="/tmp"))
     port = free_port()
     node = ["--num-cpus=2", "--object-store-memory=100000000", "--disable-usage-stats"]
-    up_s: list[float] = []
-    lease_ns: list[int] = []
-    replace_s: list[float] = []
     try:
         t0 = time.monotonic()
         start_loopback_node(
@@ -233,30 +288,12 @@ def ray_rounds(count: int, rounds: int, leases: int, kills: int, console: Consol
                 }
             )
         )
-        for r in range(rounds):
-            t0 = time.monotonic()
-            res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
-            up_s.append(time.monotonic() - t0)
-            if res.returncode != 0:
-                raise SystemExit(f"farm up (ray) failed:\n{res.stderr}")
-            console.print(f"ray up round {r + 1}: {up_s[-1]:.2f} s")
-            if r < rounds - 1:
-                farm_cli(home, "down")
+        up_s = up_rounds(home, spec_path, rounds, "ray", console)
         client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
-        for i in range(leases + 10):
-            t0 = time.perf_counter_ns()
-            lease = client.lease("toy", wait_timeout_s=30)
-            lease.release()
-            if i >= 10:
-                lease_ns.append(time.perf_counter_ns() - t0)
-        ids = [s.id for s in client.status().sandboxes]
-        for i in range(kills):
-            sid = ids[i % len(ids)]
-            s = next(s for s in client.status().sandboxes if s.id == sid)
-            os.kill(s.pid, signal.SIGKILL)
-            replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
-            console.print(f"ray kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s")
-            time.sleep(0.5)
+        lease_ns = lease_round_trips(client, "toy", leases)
+        replace_s, _ = kill_rounds(
+            client, kills, lambda sb: os.kill(sb.pid, signal.SIGKILL), "ray kill", console
+        )
         client.close()
     finally:
         farm_cli(home, "down")
@@ -277,9 +314,7 @@ def ray_rounds(count: int, rounds: int, leases: int, kills: int, console: Consol
             "p50": float(np.percentile(lease_us, 50)),
             "p99": float(np.percentile(lease_us, 99)),
         },
-        "replace_s": replace_s,
-        "replace_p50_s": float(np.percentile(replace_s, 50)) if replace_s else None,
-        "replace_max_s": max(replace_s) if replace_s else None,
+        **replace_summary(replace_s),
     }
 
 
@@ -322,48 +357,20 @@ def main() -> int:
         )
     )
     console.print(f"{args.count} x {env_id} ({kind}: {why}), state dir {home}")
-    up_s: list[float] = []
-    lease_ns: list[int] = []
-    replace_s: list[float] = []
-    first_reset_s: list[float] = []
     t_start = time.monotonic()
     try:
         with ForeignLoad() as load:
-            for r in range(args.rounds):
-                t0 = time.monotonic()
-                res = farm_cli(home, "up", "-f", str(spec_path), "--detach", "-q")
-                up_s.append(time.monotonic() - t0)
-                if res.returncode != 0:
-                    raise SystemExit(f"farm up failed:\n{res.stderr}")
-                console.print(f"up round {r + 1}: {up_s[-1]:.2f} s")
-                if r < args.rounds - 1:
-                    farm_cli(home, "down")
+            up_s = up_rounds(home, spec_path, args.rounds, "local", console)
             client = farm_client_class()(f"unix://{home}/control.sock", holder="bench")
-            for i in range(args.leases + 10):
-                t0 = time.perf_counter_ns()
-                lease = client.lease(kind, wait_timeout_s=30)
-                lease.release()
-                if i >= 10:  # warm-up
-                    lease_ns.append(time.perf_counter_ns() - t0)
-            ids = [s.id for s in client.status().sandboxes]
-            for i in range(args.kills):
-                sid = ids[i % len(ids)]
-                s = next(s for s in client.status().sandboxes if s.id == sid)
-                t_kill = time.monotonic()
-                os.kill(s.pid, signal.SIGKILL)
-                replace_s.append(wait_replaced(client, sid, s.incarnation, 120))
-                new = next(s for s in client.status().sandboxes if s.id == sid)
-                env = farm.connect(new.endpoint)
-                try:
-                    env.reset(seed=i)
-                finally:
-                    env.close()
-                first_reset_s.append(time.monotonic() - t_kill)
-                console.print(
-                    f"kill {i + 1} ({sid}): replaced in {replace_s[-1]:.2f} s, "
-                    f"first reset done {first_reset_s[-1]:.2f} s after the kill"
-                )
-                time.sleep(0.5)
+            lease_ns = lease_round_trips(client, kind, args.leases)
+            replace_s, first_reset_s = kill_rounds(
+                client,
+                args.kills,
+                lambda sb: os.kill(sb.pid, signal.SIGKILL),
+                "kill",
+                console,
+                first_reset=True,
+            )
             restarts = sum(s.restarts for s in client.status().sandboxes)
             client.close()
             farm_cli(home, "down")
@@ -408,9 +415,7 @@ def main() -> int:
             "p90": float(np.percentile(lease_us, 90)),
             "p99": float(np.percentile(lease_us, 99)),
         },
-        "replace_s": replace_s,
-        "replace_p50_s": float(np.percentile(replace_s, 50)),
-        "replace_max_s": max(replace_s),
+        **replace_summary(replace_s),
         "first_reset_after_kill_s": first_reset_s,
         "first_reset_after_kill_p50_s": float(np.percentile(first_reset_s, 50)),
         "restarts_reported": restarts,
