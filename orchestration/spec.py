@@ -70,6 +70,19 @@ class ServerOptions(_Strict):
     executor: Literal["thread", "inline"] = "thread"
     max_message_mb: float = Field(default=64.0, gt=0)
 
+    def args(self) -> list[str]:
+        """These options as ``farm serve`` arguments."""
+        return [
+            "--max-sessions",
+            str(self.max_sessions),
+            "--idle-timeout",
+            str(self.idle_timeout_s),
+            "--executor",
+            self.executor,
+            "--max-message-mb",
+            str(self.max_message_mb),
+        ]
+
 
 class RayOptions(_Strict):
     """Where the ray backend runs sandboxes (farm level, or per group).

@@ -219,14 +219,7 @@ class DockerBackend(Backend):
         tmp_mb = TMPFS_MB.get(kind, 64)
         command = [
             group.env,
-            "--max-sessions",
-            str(group.server.max_sessions),
-            "--idle-timeout",
-            str(group.server.idle_timeout_s),
-            "--executor",
-            group.server.executor,
-            "--max-message-mb",
-            str(group.server.max_message_mb),
+            *group.server.args(),
             "--env-kwargs",
             _json(group.env_kwargs),
         ]

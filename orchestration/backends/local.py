@@ -66,20 +66,10 @@ class LocalSandboxProcess(ServerProcess):
     """``farm serve`` for one sandbox: limits, a log in the state dir, group stop."""
 
     def __init__(self, group: SandboxGroup, address: str, log_path: Path) -> None:
-        args = [
-            "--max-sessions",
-            str(group.server.max_sessions),
-            "--idle-timeout",
-            str(group.server.idle_timeout_s),
-            "--executor",
-            group.server.executor,
-            "--max-message-mb",
-            str(group.server.max_message_mb),
-        ]
         super().__init__(
             group.env,
             address=address,
-            args=args,
+            args=group.server.args(),
             env_kwargs=json.dumps(group.env_kwargs),
             startup_timeout_s=group.startup_timeout_s,
             environ={"PYTHONUNBUFFERED": "1", **group.environ},
