@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 from env_adapters.gui import actions as A
 from env_adapters.gui import oracles as gui_oracles
 from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.spaces import visible_center
 
 #: the observed area of MiniWoB envs when the screenshot does not say
 DEFAULT_SIZE = (160, 210)
@@ -68,12 +69,7 @@ class Element:
 
     def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
         """The centre of the part of the box inside a ``width x height`` screen."""
-        x, y, w, h = self.box
-        x0, y0 = max(x, 0), max(y, 0)
-        x1, y1 = min(x + w, width), min(y + h, height)
-        if x1 <= x0 or y1 <= y0:
-            return None
-        return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+        return visible_center(self.box, width, height)
 
 
 class TextViewError(ValueError):

@@ -47,6 +47,7 @@ from Xlib import error as xerror
 from Xlib.display import Display
 
 from env_adapters.gui import SandboxCrashed
+from env_adapters.gui.spaces import visible_center
 
 if TYPE_CHECKING:  # atspi needs jeepney: imported when the env starts AT-SPI
     from env_adapters.desktop.atspi import Snapshot, Widget
@@ -76,11 +77,7 @@ class Window:
         )
 
     def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
-        x, y, w, h = self.box
-        x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, width), min(y + h, height)
-        if x1 <= x0 or y1 <= y0:
-            return None
-        return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+        return visible_center(self.box, width, height)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from env_adapters.gui.spaces import visible_center
 from farm.errors import MissingExtraError
 
 try:
@@ -414,11 +415,7 @@ class Widget:
         return " ".join(parts)
 
     def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
-        x, y, w, h = self.box
-        x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, width), min(y + h, height)
-        if x1 <= x0 or y1 <= y0:
-            return None
-        return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+        return visible_center(self.box, width, height)
 
 
 @dataclass

@@ -53,6 +53,18 @@ def sanitize(text: str, limit: int) -> str:
     return text[:limit]
 
 
+def visible_center(
+    box: tuple[int, int, int, int], width: int, height: int
+) -> tuple[int, int] | None:
+    """The centre of the part of ``box`` (x, y, w, h, as a text-view line's ``@(...)``)
+    inside a ``width x height`` screen; None if no part of it is."""
+    x, y, w, h = box
+    x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, width), min(y + h, height)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return (x0 + x1 - 1) // 2, (y0 + y1 - 1) // 2
+
+
 def observation_space(width: int, height: int) -> spaces.Dict:
     return spaces.Dict(
         {
