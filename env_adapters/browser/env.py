@@ -78,7 +78,7 @@ from env_adapters.browser.chromium import (
 )
 from env_adapters.gui import SandboxCrashed
 from env_adapters.gui import actions as A
-from env_adapters.gui.env import TRUNCATED_REASON, GuiEnv
+from env_adapters.gui.env import TRUNCATED_REASON, GuiEnv, both
 from env_adapters.gui.keys import parse_combo
 from env_adapters.gui.tasks import TaskSpec
 from farm.errors import ConfigError
@@ -379,16 +379,7 @@ class BrowserEnv(GuiEnv):
     async def _view_and_pixels(self) -> tuple[dom.TextView, np.ndarray]:
         """The text view and the screenshot, taken concurrently (the screenshot waits for a
         compositor frame anyway); if one fails the other is cancelled."""
-        view = asyncio.ensure_future(self._text_view())
-        pixels = asyncio.ensure_future(self.sandbox.screenshot())
-        try:
-            return await view, await pixels
-        finally:
-            pending = [task for task in (view, pixels) if not task.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+        return await both(self._text_view(), self.sandbox.screenshot())
 
     async def _observe_elsewhere(self, left_to: str) -> tuple[np.ndarray, str, dict[str, Any]]:
         """Best-effort observation of the page the task page left for (the episode ends)."""

@@ -41,7 +41,7 @@ from env_adapters.gui.tasks import TaskSpec
 from farm.env import TRUNCATED_REASON
 from farm.errors import FarmError
 
-__all__ = ["TRUNCATED_REASON", "GuiEnv", "SandboxCrashed"]
+__all__ = ["TRUNCATED_REASON", "GuiEnv", "SandboxCrashed", "both"]
 
 
 class SandboxCrashed(FarmError):
@@ -227,7 +227,7 @@ class GuiEnv(gym.Env):
             return await self._noop(e, truncated)
         extra = {"last_action": A.format_action(action)}
         if self.observe_while_evaluating:
-            (reward, done, info), obs = await _both(
+            (reward, done, info), obs = await both(
                 self._call("evaluating the task", self._evaluate()), self._obs(extra)
             )
         else:
@@ -282,7 +282,7 @@ class GuiEnv(gym.Env):
                 loop.close()
 
 
-async def _both(first: Any, second: Any) -> tuple[Any, Any]:
+async def both(first: Any, second: Any) -> tuple[Any, Any]:
     """Await two coroutines concurrently; if one fails, cancel the other and raise."""
     tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
     try:
