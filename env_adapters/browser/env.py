@@ -276,10 +276,6 @@ class BrowserEnv(GuiEnv):
         unthrottled_frames: bool = False,
         spare_contexts: bool = True,
     ) -> None:
-        if task.kind != "browser":
-            raise ConfigError(f"BrowserEnv runs browser tasks, {task.id} is a {task.kind} task")
-        if "page" not in task.setup:
-            raise ConfigError(f"task {task.id}: setup needs a 'page' to open")
         super().__init__(
             task,
             width=width,
@@ -287,11 +283,9 @@ class BrowserEnv(GuiEnv):
             action_format=action_format,
             op_timeout_s=op_timeout_s,
         )
-        self.url = local_url(str(task.setup["page"]))
-        self.exclude = str(task.setup.get("exclude", ""))
+        self.set_task(task, page_task)
         self.max_type_chars = max_type_chars
         self.spare_contexts = spare_contexts
-        self.page_task = page_task if page_task is not None else page_task_for(task)
         self.sandbox = ChromiumSandbox(
             width=width,
             height=height,
@@ -303,6 +297,20 @@ class BrowserEnv(GuiEnv):
         )
         self._refs: tuple[int, ...] = ()
         self._notes: dict[str, Any] = {}
+
+    def set_task(self, task: TaskSpec, page_task: PageTask | None = None) -> None:
+        """Run ``task`` (with ``page_task``, default: from its evaluator) from the next
+        reset on; for suites that choose the task per episode. Call it between episodes
+        only. The spare context keeps the page it was prepared for, so the first
+        episode of a different page opens a new context (``browser_context: "new"``)."""
+        if task.kind != "browser":
+            raise ConfigError(f"BrowserEnv runs browser tasks, {task.id} is a {task.kind} task")
+        if "page" not in task.setup:
+            raise ConfigError(f"task {task.id}: setup needs a 'page' to open")
+        url = local_url(str(task.setup["page"]))
+        self.page_task = page_task if page_task is not None else page_task_for(task)
+        self.task, self.url = task, url
+        self.exclude = str(task.setup.get("exclude", ""))
 
     # ------------------------------------------------------------ GuiEnv hooks
 

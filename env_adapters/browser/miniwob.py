@@ -35,6 +35,10 @@ Infeasible variants (``miniwob/<task>-infeasible``, see :data:`INFEASIBLE`):
 the same page, but the instruction (also written into the page's query box)
 asks for something the page does not offer; the correct answer is ``fail()``.
 
+``miniwob/suite`` (:class:`MiniWoBSuiteEnv`) is one sandbox that serves any of
+these tasks, chosen per episode: ``reset(options={"task": "click-button"})``
+(or ``"click-button-infeasible"``); see the class.
+
 Not included: the FlightWoB tasks (``html/flight``), which need an HTTP server
 and load full airline sites.
 """
@@ -43,10 +47,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import difflib
 import importlib.util
 import json
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -56,7 +62,7 @@ from env_adapters.browser.chromium import ChromiumSandbox
 from env_adapters.browser.env import BrowserEnv, register_page_task
 from env_adapters.gui import SandboxCrashed
 from env_adapters.gui.tasks import TaskSpec
-from farm.errors import ConfigError, MissingExtraError
+from farm.errors import ConfigError, InvalidArgumentError, MissingExtraError
 from farm.registry import register
 
 #: MiniWoB's task area (#wrap) = the observed area
@@ -334,6 +340,126 @@ def make_env(
     )
 
 
+SUITE_ID = "miniwob/suite"
+_INFEASIBLE_SUFFIX = "-infeasible"
+
+
+def suite_task_names() -> tuple[str, ...]:
+    """Every task ``miniwob/suite`` can run: each of :data:`TASKS`, then the infeasible
+    variants (``<task>-infeasible``) of those in :data:`INFEASIBLE`."""
+    return TASKS + tuple(f"{n}{_INFEASIBLE_SUFFIX}" for n in INFEASIBLE if n in TASKS)
+
+
+def suite_task_spec(name: str) -> TaskSpec:
+    """The TaskSpec of a suite task name (``click-button``, ``click-button-infeasible``)."""
+    if name.endswith(_INFEASIBLE_SUFFIX) and name not in TASKS:
+        return task_spec(name[: -len(_INFEASIBLE_SUFFIX)], infeasible=True)
+    return task_spec(name)
+
+
+class MiniWoBSuiteEnv(BrowserEnv):
+    """``miniwob/suite``: one Chromium sandbox that runs any MiniWoB++ task, chosen at reset.
+
+    ``reset(seed=..., options={"task": "click-button"})`` runs that task's episode
+    exactly as ``miniwob/click-button`` would (same seed, same episode; the task's
+    ``max_steps``; ``info["task"]`` is ``miniwob/click-button``, ``info["feasible"]``
+    its feasibility); ``"<task>-infeasible"`` runs the infeasible variant (a
+    ``miniwob/`` prefix is accepted too). Without the option the episode runs
+    ``default_task``. Other options (``data_mode``) work as for single tasks. A
+    task that does not exist or is not in ``tasks`` raises
+    :class:`~farm.errors.InvalidArgumentError` (INVALID_ARGUMENT for a remote
+    client, whose session lives on); the env stays usable.
+
+    Spaces are those of every ``miniwob/<task>`` (160x210). The spare context is
+    prepared for the page of the last episode's task: the next episode of the same
+    task starts preloaded, one of another task opens a new context
+    (``info["browser_context"]``). ``metadata["farm.tasks"]`` lists the allowed tasks.
+
+    Args:
+        tasks: the task names this env may run (default: :func:`suite_task_names`).
+        default_task: the task of a reset without ``options["task"]`` (default: the
+            first of ``tasks``).
+        episode_time_ms, width, height, window_width, window_height, env_kwargs: as
+            for :func:`make_env`.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[str] | None = None,
+        *,
+        default_task: str | None = None,
+        width: int = TASK_WIDTH,
+        height: int = TASK_HEIGHT,
+        window_width: int = WINDOW_WIDTH,
+        window_height: int = WINDOW_HEIGHT,
+        episode_time_ms: int | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        known = suite_task_names()
+        if isinstance(tasks, str):
+            raise ConfigError(f"tasks must be a list of task names, got the string {tasks!r}")
+        names = tuple(dict.fromkeys(_strip_suite(str(t)) for t in (tasks or known)))
+        unknown = [t for t in names if t not in known]
+        if unknown:
+            raise ConfigError(f"{SUITE_ID}: unknown tasks {unknown}{_hint(unknown[0], known)}")
+        default = _strip_suite(default_task) if default_task is not None else names[0]
+        if default not in names:
+            raise ConfigError(f"{SUITE_ID}: default_task {default_task!r} is not in tasks")
+        self.tasks: tuple[str, ...] = names
+        self.default_task = default
+        self.episode_time_ms = episode_time_ms
+        spec = suite_task_spec(default)
+        super().__init__(
+            spec,
+            width=width,
+            height=height,
+            window_width=window_width,
+            window_height=window_height,
+            page_task=MiniWoBTask(spec, episode_time_ms=episode_time_ms),
+            **env_kwargs,
+        )
+        self.metadata = {**self.metadata, "farm.task": SUITE_ID, "farm.tasks": list(names)}
+
+    def task_for(self, options: dict[str, Any] | None) -> str:
+        """The task name a reset with ``options`` runs (InvalidArgumentError if none)."""
+        requested = (options or {}).get("task")
+        if requested is None:
+            return self.default_task
+        if not isinstance(requested, str):
+            raise InvalidArgumentError(
+                f"options['task'] must be a task name (a string), got {requested!r}"
+            )
+        name = _strip_suite(requested)
+        if name in self.tasks:
+            return name
+        if name in suite_task_names():
+            raise InvalidArgumentError(
+                f"task {requested!r} is not one of the {len(self.tasks)} tasks this "
+                f"{SUITE_ID} env serves (its 'tasks' kwarg); see metadata['farm.tasks']"
+            )
+        raise InvalidArgumentError(
+            f"no MiniWoB task {requested!r}{_hint(name, self.tasks)}; this {SUITE_ID} env "
+            f"serves {len(self.tasks)} tasks (metadata['farm.tasks'])"
+        )
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        spec = suite_task_spec(self.task_for(options))
+        if spec.id != self.task.id:
+            self.set_task(spec, MiniWoBTask(spec, episode_time_ms=self.episode_time_ms))
+        return await super().areset(seed=seed, options=options)
+
+
+def _strip_suite(name: str) -> str:
+    return name.removeprefix("miniwob/")
+
+
+def _hint(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
 register_page_task("miniwob", MiniWoBTask)
 for _name in TASKS:
     _spec = task_spec(_name)
@@ -342,3 +468,8 @@ for _name in INFEASIBLE:
     if _name in TASKS:
         _spec = task_spec(_name, infeasible=True)
         register(_spec.id, partial(make_env, _name, infeasible=True), description=_spec.description)
+register(
+    SUITE_ID,
+    MiniWoBSuiteEnv,
+    description="MiniWoB++: any task, chosen per episode with reset(options={'task': name})",
+)
