@@ -18,7 +18,8 @@ class TaskSpec:
 
     Attributes:
         id: env id, ``<suite>/<name>`` (``miniwob/click-button``).
-        kind: sandbox kind: ``"browser"``, ``"desktop"`` or ``"android"``.
+        kind: sandbox kind: ``"browser"``, ``"desktop"``, ``"android"``, or ``"toy"``
+            (pure-Python stand-ins such as ``toy/gui``).
         setup: adapter-specific setup (page to open, files to create, app to launch).
         evaluator: adapter-specific evaluator name and arguments.
         max_steps: the episode is truncated after this many steps.
@@ -39,7 +40,7 @@ class TaskSpec:
     def __post_init__(self) -> None:
         if "/" not in self.id:
             raise ValueError(f"task ids have the form <suite>/<name>, got {self.id!r}")
-        if self.kind not in ("browser", "desktop", "android"):
+        if self.kind not in ("browser", "desktop", "android", "toy"):
             raise ValueError(f"unknown sandbox kind {self.kind!r}")
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")

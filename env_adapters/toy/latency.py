@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -25,6 +27,56 @@ import numpy as np
 from gymnasium import spaces
 
 DISTRIBUTIONS = ("lognormal", "pareto", "constant", "none")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A delay distribution (see module doc); :meth:`sample` draws from a caller's generator."""
+
+    dist: str = "none"
+    median_s: float = 0.0
+    sigma: float = 1.0
+    alpha: float = 1.5
+
+    def __post_init__(self) -> None:
+        if self.dist not in DISTRIBUTIONS:
+            raise ValueError(f"dist must be one of {DISTRIBUTIONS}, got {self.dist!r}")
+        if self.median_s < 0 or self.sigma < 0 or self.alpha <= 1:
+            raise ValueError("need median_s >= 0, sigma >= 0, alpha > 1")
+
+    @classmethod
+    def of(cls, spec: Latency | Mapping[str, Any] | None) -> Latency:
+        """``spec`` as a Latency: a dict of the fields (``{"dist": "pareto", "median_s":
+        0.05, "alpha": 1.5}``), a Latency, or None (no delay)."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, Latency):
+            return spec
+        unknown = set(spec) - {"dist", "median_s", "sigma", "alpha"}
+        if unknown:
+            raise ValueError(
+                f"unknown latency keys {sorted(unknown)}: use dist, median_s, sigma, alpha"
+            )
+        return cls(**spec)
+
+    @property
+    def mean_s(self) -> float:
+        """The distribution's mean delay (analytic)."""
+        if self.dist == "lognormal":
+            return self.median_s * math.exp(self.sigma**2 / 2)
+        if self.dist == "pareto":
+            scale = self.median_s / 2 ** (1 / self.alpha)
+            return scale * (1 + 1 / (self.alpha - 1))
+        return self.median_s if self.dist == "constant" else 0.0
+
+    def sample(self, rng: np.random.Generator) -> float:
+        """One delay in seconds (draws from ``rng`` only for the random distributions)."""
+        if self.dist == "lognormal":
+            return float(self.median_s * math.exp(self.sigma * rng.standard_normal()))
+        if self.dist == "pareto":
+            scale = self.median_s / 2 ** (1 / self.alpha)
+            return float(scale * (1 + rng.pareto(self.alpha)))
+        return self.median_s if self.dist == "constant" else 0.0
 
 
 class LatencyEnv(gym.Env):
@@ -40,10 +92,9 @@ class LatencyEnv(gym.Env):
         latency_seed: int | None = None,
         obs_size: int = 4,
     ) -> None:
-        if dist not in DISTRIBUTIONS:
-            raise ValueError(f"dist must be one of {DISTRIBUTIONS}, got {dist!r}")
-        if median_s < 0 or sigma < 0 or alpha <= 1 or episode_length < 1:
-            raise ValueError("need median_s >= 0, sigma >= 0, alpha > 1, episode_length >= 1")
+        if episode_length < 1:
+            raise ValueError(f"need episode_length >= 1, got {episode_length}")
+        self.latency = Latency(dist, median_s, sigma, alpha)
         self.dist, self.median_s, self.sigma, self.alpha = dist, median_s, sigma, alpha
         self.episode_length = episode_length
         self.observation_space = spaces.Box(-1.0, 1.0, (obs_size,), np.float32)
@@ -57,20 +108,10 @@ class LatencyEnv(gym.Env):
     @property
     def mean_delay_s(self) -> float:
         """The distribution's mean step delay (analytic)."""
-        if self.dist == "lognormal":
-            return self.median_s * math.exp(self.sigma**2 / 2)
-        if self.dist == "pareto":
-            scale = self.median_s / 2 ** (1 / self.alpha)
-            return scale * (1 + 1 / (self.alpha - 1))
-        return self.median_s if self.dist == "constant" else 0.0
+        return self.latency.mean_s
 
     def sample_delay(self) -> float:
-        if self.dist == "lognormal":
-            return float(self.median_s * math.exp(self.sigma * self._delays.standard_normal()))
-        if self.dist == "pareto":
-            scale = self.median_s / 2 ** (1 / self.alpha)
-            return float(scale * (1 + self._delays.pareto(self.alpha)))
-        return self.median_s if self.dist == "constant" else 0.0
+        return self.latency.sample(self._delays)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
