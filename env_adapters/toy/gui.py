@@ -288,6 +288,8 @@ class ToyGuiEnv(GuiEnv):
         default = _strip(default_task) if default_task is not None else names[0]
         if default not in names:
             raise ConfigError(f"{ENV_ID}: default_task {default_task!r} is not in tasks")
+        if max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
         if width < 1 or height < 1:
             raise ConfigError(f"width and height must be >= 1, got {width}x{height}")
         try:

@@ -8,6 +8,9 @@ instances with the same seed sleep the same sequence. Distributions:
 * ``pareto``: ``delay = median_s / 2^(1/alpha) * (1 + Pareto(alpha))`` (median ``median_s``);
 * ``constant``: ``delay = median_s``;  ``none``: no delay.
 
+:class:`Latency` is the distribution alone (``toy/gui`` draws its step and
+reset delays with it).
+
 Both forms exist: ``step`` sleeps with ``time.sleep`` (for in-process and
 subprocess vector envs), ``astep`` with ``asyncio.sleep`` (the farm server
 awaits it, so one process serves many sleeping sessions).
