@@ -41,6 +41,7 @@ _NAMESPACES: dict[str, str] = {
     "toy": "env_adapters.toy",
     "miniwob": "env_adapters.browser.miniwob",
     "desktop": "env_adapters.desktop.tasks",
+    "android": "env_adapters.android.tasks",
 }
 _loaded_namespaces: set[str] = set()
 
