@@ -208,6 +208,7 @@ class AdbDeviceSimulator:
         self.lock = threading.RLock()
         self.shell_delay_s = shell_delay_s
         self.commands: list[str] = []  # every command line run (for tests)
+        self.console_log: list[str] = []  # every console command (for tests)
         self.snapshots: dict[str, Phone] = {}
         if snapshot:
             self.snapshots[snapshot] = copy.deepcopy(self.phone)
@@ -600,8 +601,13 @@ class AdbDeviceSimulator:
                 f"  mCurrentFocus=Window{{7c3d u0 {comp}}}\n"
                 f"  mFocusedApp=ActivityRecord{{5f1e2d u0 {comp} t12}}\n".encode()
             )
-        else:
-            out.write(b"")
+        elif args[:1] == ["display"]:
+            ph = self.phone
+            out.write(
+                f"DISPLAY MANAGER (dumpsys display)\n  mDisplayInfos=\n    DisplayInfo{{"
+                f'"Built-in Screen", displayId 0, real {ph.width} x {ph.height}, '
+                f"rotation 0}}\n  mOverrideDisplayInfo=DisplayInfo{{orientation=0}}\n".encode()
+            )
 
     def _cmd_content(self, args, out):
         return _content(self, args, out)
@@ -1919,6 +1925,7 @@ class _ConsoleServer:
                     words = line.decode(errors="replace").strip().split()
                     if not words:
                         continue
+                    self.sim.console_log.append(" ".join(words))
                     if words[0] in ("quit", "exit"):
                         return
                     if words[0] == "auth":
