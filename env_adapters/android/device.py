@@ -233,6 +233,10 @@ class Device:
                     why = "has not finished booting"
                 except (_Offline, _ServerDown) as e:
                     why = str(e)  # it went away again (a snapshot load): look again
+                    if self.tcp and time.monotonic() - reconnected_at > 0.5:
+                        self._tcp_reconnect()
+                        reconnected_at = time.monotonic()
+                        continue
             if time.monotonic() > deadline:
                 if state != "device":
                     raise DeviceGone(self._gone_message(state, timeout_s))
