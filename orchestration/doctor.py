@@ -67,6 +67,88 @@ def _kvm() -> Check:
     return Check("android", "/dev/kvm", True, "read/write")
 
 
+def _sdk_root() -> str:
+    return (
+        os.environ.get("ANDROID_SDK_ROOT") or os.environ.get("ANDROID_HOME") or "/opt/android-sdk"
+    )
+
+
+def _android_emulator() -> Check:
+    sdk = _sdk_root()
+    found = next(
+        (
+            p
+            for p in (os.path.join(sdk, "emulator", "emulator"), shutil.which("emulator"))
+            if p and os.access(p, os.X_OK)
+        ),
+        None,
+    )
+    if found:
+        return Check("android", "Android emulator (local backend)", True, found)
+    return Check(
+        "android",
+        "Android emulator (local backend)",
+        False,
+        f"no Android SDK emulator (ANDROID_SDK_ROOT={sdk}: no emulator/emulator; none on PATH)",
+        "local android sandboxes need the SDK: its command-line tools, then `sdkmanager "
+        "emulator platform-tools 'system-images;android-34;google_apis;x86_64'` (downloads "
+        "from dl.google.com); the docker backend's farm-android image brings its own",
+    )
+
+
+def _android_system_image() -> Check:
+    images = os.path.join(_sdk_root(), "system-images")
+    found = sorted(
+        os.path.relpath(root, images)
+        for root, _dirs, files in os.walk(images)
+        if "system.img" in files
+    )
+    if found:
+        return Check("android", "Android system image", True, ", ".join(found[:3]))
+    return Check(
+        "android",
+        "Android system image",
+        False,
+        f"none under {images}",
+        "sdkmanager 'system-images;android-34;google_apis;x86_64' (needs internet), "
+        "then avdmanager create avd; or use the farm-android image",
+    )
+
+
+def _docker_get(path: str) -> tuple[int | None, str]:
+    """(HTTP status, first line) of ``GET path`` on the local Docker daemon, or (None, why)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return None, f"DOCKER_HOST={host} is not a unix socket"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(3.0)
+            s.connect(host.removeprefix("unix://"))
+            s.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+            reply = s.recv(4096).decode(errors="replace")
+    except OSError as e:
+        return None, f"no Docker daemon answers ({e.strerror or e})"
+    first = reply.split("\r\n", 1)[0]
+    try:
+        return int(first.split()[1]), first
+    except (IndexError, ValueError):
+        return None, f"unexpected reply {first!r}"
+
+
+def _android_image() -> Check:
+    name = "image farm-android:latest (docker backend)"
+    status, detail = _docker_get("/images/farm-android:latest/json")
+    if status == 200:
+        return Check("android", name, True, "present")
+    build = (
+        "farm images build --kind android, on a machine with internet access (the build "
+        "downloads the Android SDK, emulator and a system image); or docker load one"
+    )
+    if status == 404:
+        return Check("android", name, False, "not built", build)
+    return Check("android", name, False, f"cannot tell: {detail}", build)
+
+
 def _docker_daemon() -> Check:
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     if not host.startswith("unix://"):
@@ -113,6 +195,9 @@ CHECKS: dict[str, list[Callable[[], Check]]] = {
         _kvm,
         lambda: _binary("android", "adb", ("adb",), "apt-get install adb"),
         lambda: _module("android", "adbutils", "android"),
+        _android_emulator,
+        _android_system_image,
+        _android_image,
     ],
     "backend:docker": [
         lambda: _binary("backend:docker", "docker CLI", ("docker",), "apt-get install docker.io"),

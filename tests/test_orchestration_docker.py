@@ -274,9 +274,9 @@ def test_missing_image_and_android_are_clear_errors(home: Path) -> None:
         home, {"kind": "android", "env": "android/x", "backend": "docker"}, restart={"backoff_s": 0}
     )
     r = farm_cli("up", "-f", spec, "--detach", home=home)
-    assert r.returncode == 2 and "no android image yet" in r.stderr, r.stderr
-    r = farm_cli("images", "build", "--kind", "toy,android", home=home)
-    assert r.returncode == 2 and "android images are not built yet" in r.stderr, r.stderr
+    assert r.returncode == 2 and "no image farm-android:latest" in r.stderr, r.stderr
+    r = farm_cli("images", "build", "--kind", "toy,phone", home=home)  # android: test_android_*
+    assert r.returncode == 2 and "unknown kind phone" in r.stderr, r.stderr
 
 
 def test_images_ls(home: Path) -> None:

@@ -1,4 +1,4 @@
-"""``farm images build [--kind toy,browser,desktop] [--rebuild]`` and ``farm images ls``.
+"""``farm images build [--kind toy,browser,desktop,android] [--rebuild]`` and ``farm images ls``.
 
 The sandbox images of the docker backend (see ``sandbox_images/README.md``):
 
@@ -11,6 +11,10 @@ The sandbox images of the docker backend (see ``sandbox_images/README.md``):
    of its dependencies (pip on the host, with its own index settings), so the
    image installs them without reaching an index; the kind's Debian packages come
    from the mirror (``docker build --network host``).
+
+``farm-android`` downloads the Android SDK at build time (``sandbox_images/android``),
+so it is built only when asked for (``--kind android``) and refused at once, with
+the reason, where the SDK's host cannot be reached.
 
 An image is built when missing or stale (its ``farm.source_hash`` label differs
 from this checkout's), ``--rebuild`` rebuilds it (and the base) from scratch.
@@ -41,8 +45,14 @@ from rich.table import Table
 from farm.errors import ConfigError
 
 BASE_IMAGE = "farm-base:bookworm"
-KINDS = ("toy", "browser", "desktop")
-EXTRAS = {"toy": "", "browser": "browser", "desktop": "desktop"}
+KINDS = ("toy", "browser", "desktop", "android")
+DEFAULT_KINDS = "toy,browser,desktop"  # android downloads the Android SDK: asked for by name
+EXTRAS = {"toy": "", "browser": "browser", "desktop": "desktop", "android": "android"}
+#: where the android image's build downloads the SDK from (the Dockerfile's default);
+#: ``$FARM_ANDROID_SDK_URL`` names another copy of the command-line tools zip
+ANDROID_SDK_URL = (
+    "https://dl.google.com/android/repository/commandlinetools-linux-11076708_latest.zip"
+)
 BASE_PACKAGES = "python3,python3-venv,ca-certificates"
 PACKAGES = ("farm", "env_adapters", "orchestration", "trainer")
 SUITE = "bookworm"
@@ -58,8 +68,9 @@ def add_parser(sub: Any) -> None:
     b = isub.add_parser("build", help="build the base and the sandbox images (missing or stale)")
     b.add_argument(
         "--kind",
-        default="toy,browser,desktop",
-        help="comma-separated kinds (default: toy,browser,desktop)",
+        default=DEFAULT_KINDS,
+        help=f"comma-separated kinds of {','.join(KINDS)} (default: {DEFAULT_KINDS}; "
+        "android needs internet access for the Android SDK)",
     )
     b.add_argument("--rebuild", action="store_true", help="rebuild from scratch, base included")
     b.set_defaults(func=run_build)
@@ -363,12 +374,15 @@ class Builder:
         task: Any,
     ) -> None:
         error = None
+        buildargs = {"BASE": BASE_IMAGE, "FARM_SOURCE_HASH": hash_}
+        if name.startswith("farm-android") and os.environ.get("FARM_ANDROID_SDK_URL"):
+            buildargs["CMDLINE_TOOLS_URL"] = os.environ["FARM_ANDROID_SDK_URL"]
         with open(log, "a") as out:
             for chunk in self.client.api.build(
                 path=str(ctx),
                 tag=name,
                 network_mode="host",
-                buildargs={"BASE": BASE_IMAGE, "FARM_SOURCE_HASH": hash_},
+                buildargs=buildargs,
                 nocache=nocache,
                 rm=True,
                 forcerm=True,
@@ -437,15 +451,39 @@ def parse_kinds(text: str) -> list[str]:
     if bad or not kinds:
         raise ImageBuildError(
             f"unknown kind {', '.join(bad) or '(none)'}; expected some of: {', '.join(KINDS)}"
-            + (" (android images are not built yet)" if "android" in bad else "")
         )
     return kinds
+
+
+def android_preflight(timeout_s: float = 5.0) -> None:
+    """Refuse, before any work, to build farm-android where the Android SDK cannot be
+    downloaded (the Dockerfile fetches it at build time)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("FARM_ANDROID_SDK_URL") or ANDROID_SDK_URL
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise ImageBuildError(
+            f"farm-android cannot be built here: its build downloads the Android SDK "
+            f"(command-line tools from {url}, then the emulator and a system image with "
+            f"sdkmanager, about 2 GB) and {host}:{port} cannot be reached "
+            f"({e.strerror or e}). Build it on a machine with internet access "
+            "(FARM_ANDROID_SDK_URL may name a local copy of the tools zip) and move it with "
+            "`docker save farm-android:latest | docker load`."
+        ) from None
 
 
 def run_build(args: argparse.Namespace) -> int:
     from orchestration.spec import resolve_state_dir
 
     kinds = parse_kinds(args.kind)
+    if "android" in kinds:
+        android_preflight()  # before anything is built: the SDK must be downloadable
     console = Console(stderr=True)
     builder = Builder(console, resolve_state_dir() / "logs" / "images")
     t0 = time.monotonic()

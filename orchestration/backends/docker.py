@@ -9,7 +9,9 @@
 * isolation: ``network_mode="none"`` (no interface but loopback), every
   capability dropped (``cap_drop=["ALL"]``; no kind needs one back: Chromium runs
   with ``--no-sandbox`` because the container is the sandbox, Xvfb and the
-  desktop apps need none), ``no-new-privileges``, a read-only root with tmpfs
+  desktop apps need none; android gets the device ``/dev/kvm`` and its group,
+  for the emulator, and waits for its cold boot: ``startup_timeout_s`` defaults
+  to 600 s for android), ``no-new-privileges``, a read-only root with tmpfs
   scratch at ``/tmp`` and ``$HOME`` (``/home/farm``), a non-root user (the
   caller's uid, or 10001 when the caller is root), and docker's init (tini) as
   PID 1 to reap zombies;
@@ -57,7 +59,10 @@ LABEL_SANDBOX = "farm.sandbox_id"
 LABEL_INCARNATION = "farm.incarnation"
 LABEL_CONTROLLER = "farm.controller_pid"
 TMPFS_MB = {"toy": 64, "browser": 512, "desktop": 256, "android": 512}
-SHM_MB = {"browser": 512, "desktop": 256}  # Chromium and X clients use /dev/shm
+SHM_MB = {"browser": 512, "desktop": 256, "android": 512}  # Chromium, X, the emulator
+KVM = "/dev/kvm"
+#: an android container cold-boots its emulator and saves a snapshot before it serves
+ANDROID_STARTUP_S = 600.0
 EXTRA_TMPFS = {"desktop": ["/var/lib/xkb"]}  # Xvfb writes its compiled keymaps there
 CAP_ADD: dict[str, list[str]] = {"toy": [], "browser": [], "desktop": [], "android": []}
 BACKSTOP_POLL_S = 3.0
@@ -66,6 +71,22 @@ BACKSTOP_POLL_S = 3.0
 def image_name(kind: str) -> str:
     """The image a sandbox of ``kind`` runs: ``farm-toy:latest``."""
     return f"{IMAGE_PREFIX}{kind}:{IMAGE_TAG}"
+
+
+def kvm_state() -> str:
+    """``/dev/kvm present``, or what is wrong with it (for android error messages)."""
+    if not os.path.exists(KVM):
+        return "no /dev/kvm"
+    if not os.access(KVM, os.R_OK | os.W_OK):
+        return f"/dev/kvm present but not read/write for uid {os.getuid()}"
+    return "/dev/kvm present"
+
+
+def startup_timeout(group: SandboxGroup) -> float:
+    """The group's ``startup_timeout_s``; for android, at least a cold boot unless set."""
+    if group.kind == "android" and "startup_timeout_s" not in group.model_fields_set:
+        return max(group.startup_timeout_s, ANDROID_STARTUP_S)
+    return group.startup_timeout_s
 
 
 def docker_sdk() -> Any:
@@ -193,21 +214,30 @@ class DockerBackend(Backend):
 
     def _check_image(self, kind: str) -> str:
         image = image_name(kind)
-        if kind == "android":
-            raise SandboxStartError(
-                "the docker backend has no android image yet; run android sandboxes with "
-                "`backend: local`"
-            )
         if image in self._checked_images:
             return image
         docker = docker_sdk()
+        kvm = kvm_state() if kind == "android" else None
         try:
             self.client.images.get(image)
         except docker.errors.ImageNotFound:
+            if kind == "android":
+                raise SandboxStartError(
+                    f"no image {image} for android sandboxes; build it with `farm images build "
+                    "--kind android` on a machine that can download the Android SDK (the build "
+                    "fetches the command-line tools, the emulator and a system image from "
+                    f"dl.google.com), or `docker load` one built elsewhere; KVM here: {kvm}"
+                ) from None
             raise SandboxStartError(
                 f"no image {image} for {kind} sandboxes; build it with "
                 f"`farm images build --kind {kind}`"
             ) from None
+        if kind == "android" and kvm != "/dev/kvm present":
+            raise SandboxStartError(
+                f"android sandboxes run an emulator that needs KVM, and this docker host has "
+                f"none ({kvm}); enable hardware virtualisation (bare metal or nested) and load "
+                "kvm_intel or kvm_amd"
+            )
         self._checked_images.add(image)
         return image
 
@@ -251,6 +281,11 @@ class DockerBackend(Backend):
         }
         if kind in SHM_MB:
             kwargs["shm_size"] = f"{SHM_MB[kind]}m"
+        if kind == "android":
+            # the emulator needs KVM: the device, and its group for the non-root user
+            kwargs["devices"] = [f"{KVM}:{KVM}:rwm"]
+            with contextlib.suppress(OSError):
+                kwargs["group_add"] = [str(os.stat(KVM).st_gid)]
         if lim.memory_mb is not None:
             kwargs["mem_limit"] = f"{lim.memory_mb}m"
             kwargs["memswap_limit"] = f"{lim.memory_mb}m"  # no swap
@@ -289,14 +324,15 @@ class DockerBackend(Backend):
             detail,
         )
         ready = run_dir / READY_NAME
-        deadline = time.monotonic() + request.group.startup_timeout_s
+        startup_s = startup_timeout(request.group)
+        deadline = time.monotonic() + startup_s
         while not ready.exists():
             ended = await asyncio.to_thread(self._ended_state, detail)
             if ended is not None or time.monotonic() > deadline:
                 why = (
                     describe_state(ended, request.group.limits.memory_mb)
                     if ended is not None
-                    else f"not serving after {request.group.startup_timeout_s:g} s"
+                    else f"not serving after {startup_s:g} s"
                 )
                 logs = await asyncio.to_thread(self._logs, detail)
                 await self.stop(handle, grace_s=0)
