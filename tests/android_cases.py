@@ -39,6 +39,7 @@ __all__ = [
     "test_reset_reports_time_method_and_foreground",
     "test_scaled_observations_map_coordinates",
     "test_screenshot_follows_the_screen",
+    "test_select_element_picks_a_menu_option",
     "test_tap_outside_the_screen_is_refused",
     "test_text_with_spaces_and_percent_is_typed_exactly",
     "test_unsendable_text_is_refused_and_nothing_typed",
@@ -207,6 +208,21 @@ def test_move_and_unknown_refs_are_refused(android: AndroidTarget) -> None:
     display = ref_of(obs, "Display")
     assert "not a text box" in env.step(f'type_element({display}, "x")')[4]["action_error"]
     assert "cannot parse" in env.step("tap there")[4]["action_error"]
+
+
+def test_select_element_picks_a_menu_option(android: AndroidTarget) -> None:
+    env = android.make("android/files-create-folder")
+    obs, _ = env.reset(seed=0)
+    assert meta(obs)["package"] == "com.android.documentsui"  # launched by package
+    more = ref_of(obs, "More options", "button")
+    obs, _, _, _, info = env.step(f'select_element({more}, "Paste")')
+    assert (
+        "opened no option 'Paste'" in info["action_error"]
+        and "'New folder'" in info["action_error"]
+    )
+    assert "Folder name" not in obs["text"] and "New folder" not in obs["text"]  # menu closed
+    obs, _, _, _, info = env.step(f'select_element({more}, "new folder")')
+    assert info == {} and ref_of(obs, "Folder name", "textbox")
 
 
 def test_adb_server_restart_mid_episode_recovers(android: AndroidTarget) -> None:

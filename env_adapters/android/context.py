@@ -129,6 +129,12 @@ class TaskContext:
         if "Error" in out:
             raise CheckerError(f"cannot start {component}: {out.strip()[:200]}")
 
+    def launch_package(self, package: str) -> None:
+        """Start an app by package (its launcher activity, through ``monkey``)."""
+        out = self.shell(f"monkey -p {shlex.quote(package)} -c android.intent.category.LAUNCHER 1")
+        if "Events injected: 1" not in out:
+            raise CheckerError(f"cannot start {package}: {out.strip()[-200:]}")
+
     def home(self) -> None:
         self.shell("input keyevent 3")
 

@@ -5,7 +5,8 @@ image's entrypoint: boot an emulator next to the farm server, make it ready, ser
    ``emulator`` (``$ANDROID_SDK_ROOT/emulator/emulator``), the AVD (``farm``,
    made by the Dockerfile with ``avdmanager``), ``adb``, and ``/dev/kvm``
    read/write (``docker run --device /dev/kvm``; the docker backend passes it);
-2. copies the AVD's configuration into a writable directory
+2. starts the adb server first (it makes ``~/.android/adbkey``, which the
+   emulator's adbd then trusts), and copies the AVD's configuration into a writable directory
    (``$FARM_ANDROID_AVD_HOME``, default ``/run/farm/avd``: the sandbox's own
    host directory; the root file system is read-only), so the emulator's disks
    and snapshots live there and go with the sandbox;
@@ -110,6 +111,8 @@ def boot(boot_timeout_s: float) -> subprocess.Popen[bytes]:
     avd_home = prepare_avd_home()
     sdk = sdk_root()
     env = {**os.environ, "ANDROID_AVD_HOME": str(avd_home), "ANDROID_SDK_ROOT": str(sdk)}
+    server = AdbServer()
+    server.ensure()  # first: it makes ~/.android/adbkey, which the booting emulator trusts
     log = open(avd_home / "emulator.log", "ab")  # noqa: SIM115 - the emulator's for its life
     cmd = [
         str(sdk / "emulator" / "emulator"),
@@ -118,7 +121,6 @@ def boot(boot_timeout_s: float) -> subprocess.Popen[bytes]:
         "-gpu", "swiftshader_indirect", "-accel", "on",
     ]  # fmt: skip
     emulator = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    server = AdbServer()
     device = Device(SERIAL, server, timeout_s=30)
     deadline = time.monotonic() + boot_timeout_s
     while True:

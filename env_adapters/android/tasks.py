@@ -277,7 +277,7 @@ class FilesCreateFolder(AndroidTask):
     def setup(self, ctx: TaskContext, rng: np.random.Generator) -> str:
         self.names = _seed_files(ctx, rng, 2)
         self.folder = "-".join(pick(rng, WORDS, 2))
-        ctx.launch("files")
+        ctx.launch_package("com.android.documentsui")  # by package, as `monkey -p` does
         return f'Create a folder named "{self.folder}" in Downloads with the Files app.'
 
     def check(self, ctx: TaskContext) -> tuple[float, dict[str, Any]]:
