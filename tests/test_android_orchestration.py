@@ -196,6 +196,52 @@ def test_the_image_entrypoint_says_what_it_lacks(tmp_path: Path) -> None:
     assert ("no /dev/kvm" in r.stderr) == (not os.path.exists("/dev/kvm"))
 
 
+def test_android_farm_on_the_local_backend(home: Path, tmp_path: Path) -> None:
+    """``farm up`` with an android group (local backend) serving a device: here the
+    simulator through a private adb server; lease it, play an oracle episode, ``farm down``."""
+    import farm
+    from env_adapters.android import oracles
+    from env_adapters.android.device import AdbServer
+    from env_adapters.android.simulator import AdbDeviceSimulator
+    from orchestration.client import FarmClient
+
+    server = AdbServer(_free_port(), home=str(tmp_path / "adb"))
+    with AdbDeviceSimulator() as sim:
+        group = {
+            "kind": "android",
+            "env": "android/contacts-delete",
+            "backend": "local",
+            "env_kwargs": {
+                "serial": sim.serial,
+                "adb_port": server.port,
+                "adb_home": server.home,
+                "console_port": sim.console_port,
+                "console_token": sim.console_token,
+                "settle_ms": 0,
+            },
+        }
+        spec = write_spec(home, group)
+        try:
+            up = _cli("up", "-f", spec, "--detach", home=home)
+            assert up.returncode == 0, up.stderr
+            st = json.loads(_cli("status", "--json", home=home).stdout)
+            assert [s["kind"] for s in st["sandboxes"]] == ["android"]
+            client = FarmClient(st["control_address"], holder="android-local-test")
+            try:
+                with client.lease("android", ttl_s=30.0, wait_timeout_s=60) as lease:
+                    env = farm.connect(lease.endpoint)
+                    try:
+                        reward, _, actions = oracles.run_episode(env, "android/contacts-delete", 2)
+                        assert reward == 1.0 and actions[-1] == "done()"
+                    finally:
+                        env.close()
+            finally:
+                client.close()
+            assert _cli("down", home=home).returncode == 0
+        finally:
+            server.kill()
+
+
 def test_android_farm_on_docker(home: Path) -> None:
     """Where the image exists and KVM works: a farm of one android sandbox, one episode."""
     client = _daemon()
