@@ -202,6 +202,7 @@ class AndroidEnv(GuiEnv):
         self._last_view = UiView()
         self._pool: ThreadPoolExecutor | None = None
         self._check_info: dict[str, Any] = {}
+        self._console_shots = True  # auto: console screenshots until one fails
 
     # ------------------------------------------------------------ geometry
 
@@ -369,12 +370,16 @@ class AndroidEnv(GuiEnv):
         return await asyncio.to_thread(self._observe_sync)
 
     def _screenshot_png(self) -> bytes:
-        if self.console is not None and self.screenshot_mode in ("auto", "console"):
+        use_console = self.screenshot_mode == "console" or (
+            self.screenshot_mode == "auto" and self._console_shots
+        )
+        if self.console is not None and use_console:
             try:
                 return screen.console_screenshot(self.console)
             except ConsoleError as e:
                 if self.screenshot_mode == "console":
                     raise SandboxCrashed(f"console screenshot: {e}") from None
+                self._console_shots = False  # (a remote emulator writes on its own host)
         return screen.screencap(self.device)
 
     def _observe_sync(self) -> tuple[np.ndarray, str, dict[str, Any]]:
