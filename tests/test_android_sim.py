@@ -122,6 +122,26 @@ def test_real_adb_and_adbutils_talk_to_the_simulator(
     assert d.window_size() == (720, 1280)
 
 
+@pytest.mark.parametrize("auth", ["accept", "reject"])
+def test_adb_authentication(adb_server: AdbServer, auth: str) -> None:
+    """The real server signs the device's token with its key; a device that takes no
+    signature stays ``unauthorized``, and the adapter says so."""
+    with AdbDeviceSimulator(auth=auth) as sim:
+        device = Device(sim.serial, adb_server, timeout_s=3)
+        try:
+            if auth == "accept":
+                device.connect(timeout_s=10)
+                assert device.shell("getprop ro.product.model").strip() == "FarmAdbSimulator"
+            else:
+                with pytest.raises(
+                    DeviceGone, match=r"refused this adb server's key \(unauthorized"
+                ):
+                    device.connect(timeout_s=3)
+                assert device.state() == "unauthorized"  # as `adb devices` lists it
+        finally:
+            adb_server.run("disconnect", sim.serial)
+
+
 def test_exec_screencap_and_console_screenshot_agree(
     simulator: AdbDeviceSimulator, adb_server: AdbServer
 ) -> None:

@@ -4,8 +4,9 @@ An adb server (``adb connect 127.0.0.1:PORT``) talks to a device over TCP in
 *messages*: a 24-byte little-endian header (command, arg0, arg1, data length,
 data checksum, magic = command ^ 0xffffffff) and a payload. The server opens
 with ``CNXN`` (its version and largest payload); the device answers ``CNXN``
-with its banner (``device::ro.product.model=...;features=...``), or ``AUTH``
-when it wants a signed token (this test double never does). Streams:
+with its banner (``device::ro.product.model=...;features=...``), or first
+``AUTH`` with a token for the server to sign (``auth="accept"``: any signature
+is taken; ``"reject"``: none is, and the server shows the device ``unauthorized``). Streams:
 ``OPEN(host_id, 0, "shell:ls")`` -> ``OKAY(dev_id, host_id)``, then
 ``WRTE(dev_id, host_id, data)`` answered by ``OKAY`` each (one write in
 flight per stream), and ``CLSE`` when the service is done. The banner leaves
@@ -21,6 +22,7 @@ negotiated payload size). It is part of the test double
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 import threading
@@ -35,6 +37,8 @@ A_CLSE = 0x45534C43
 A_WRTE = 0x45545257
 A_STLS = 0x534C5453
 A_VERSION = 0x01000001  # skips checksums (the server's version is at least this)
+AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
+TOKEN_SIZE = 20
 MAX_PAYLOAD = 256 * 1024
 HEADER = struct.Struct("<6I")
 NAMES = {
@@ -112,9 +116,17 @@ class _Connection:
     def handle(self, command: int, arg0: int, arg1: int, data: bytes) -> None:
         if command == A_CNXN:
             self.maxdata = max(4096, min(arg1 or MAX_PAYLOAD, MAX_PAYLOAD))
-            self.online = True
             self.streams.clear()
-            self.send(A_CNXN, A_VERSION, self.maxdata, self.server.banner())
+            if self.server.auth == "none":
+                self._online()
+            else:  # ask for a signed token, as a device with adb authentication does
+                self.send(A_AUTH, AUTH_TOKEN, 0, os.urandom(TOKEN_SIZE))
+        elif command == A_AUTH and not self.online:
+            if arg0 == AUTH_SIGNATURE and self.server.auth == "accept":
+                self._online()  # a test double: any signature will do
+            elif arg0 == AUTH_SIGNATURE:
+                self.send(A_AUTH, AUTH_TOKEN, 0, os.urandom(TOKEN_SIZE))  # try another key
+            # AUTH_RSAPUBLICKEY: a phone would ask its user; "reject" never answers
         elif command == A_OPEN and self.online:
             destination = data.rstrip(b"\0").decode(errors="replace")
             dev_id, self.next_id = self.next_id, self.next_id + 1
@@ -139,6 +151,10 @@ class _Connection:
             self.streams.pop(arg1, None)
         # AUTH, STLS, SYNC and unknown commands: ignored (the server then sees no CNXN)
 
+    def _online(self) -> None:
+        self.online = True
+        self.send(A_CNXN, A_VERSION, self.maxdata, self.server.banner())
+
     def _advance(self, dev_id: int, stream: _Stream) -> None:
         """Send the next chunk of a stream, or close it when all are acknowledged."""
         if stream.chunks:
@@ -151,7 +167,10 @@ class _Connection:
 class AdbWireServer:
     """A device end of the adb transport on ``host:port`` (loopback) serving ``service``.
 
-    ``banner`` is sent in answer to the server's ``CNXN``. :meth:`disconnect`
+    ``banner`` is sent in answer to the server's ``CNXN``; with ``auth="accept"``
+    the device first asks for a signed token (``AUTH``) and takes any signature,
+    with ``auth="reject"`` it never takes one (the server lists it as
+    ``unauthorized``), with ``"none"`` it answers ``CNXN`` at once. :meth:`disconnect`
     drops every connection and refuses new ones until :meth:`reconnect`
     (a device gone offline); :attr:`frozen` set makes the device accept
     streams and never answer them (a hung device).
@@ -163,8 +182,12 @@ class AdbWireServer:
         banner: Callable[[], bytes],
         host: str = "127.0.0.1",
         port: int = 0,
+        auth: str = "none",
     ) -> None:
+        if auth not in ("none", "accept", "reject"):
+            raise ValueError(f"auth must be none, accept or reject, got {auth!r}")
         self.service = service
+        self.auth = auth
         self.banner = banner
         self.host = host
         self.port = port

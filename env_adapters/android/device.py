@@ -255,7 +255,8 @@ class Device:
         what = {
             "missing": "is not known to the adb server",
             "offline": "is offline",
-            "unauthorized": "refused this adb server's key (unauthorized)",
+            "unauthorized": "refused this adb server's key (unauthorized); accept it on the "
+            "device, or start the server with the key the device trusts",
         }.get(state, f"is in state {state!r}")
         return f"device {self.serial} {what} (waited {waited_s:g} s)"
 
@@ -267,6 +268,12 @@ class Device:
             answer = self._client.connect(self.serial, timeout=self.timeout_s)
         except (errors.AdbError, OSError) as e:
             answer = str(e)
+        if "authenticate" in answer:
+            raise DeviceGone(
+                f"device {self.serial} refused this adb server's key (unauthorized): "
+                f"{answer.strip()}; accept it on the device, or start the server with the key "
+                "the device trusts (its ~/.android/adbkey)"
+            )
         if "connected" not in answer or "unable" in answer or "failed" in answer:
             raise DeviceGone(f"device {self.serial} does not answer: {answer.strip()}")
 

@@ -191,6 +191,7 @@ class AdbDeviceSimulator:
         console_token: the console's auth token.
         snapshot: save the boot state as this snapshot (like the image's ``farm-ready``).
         shell_delay_s: added latency per command (a slower device).
+        auth: adb authentication: ``"none"``, ``"accept"`` (any signature) or ``"reject"``.
     """
 
     def __init__(
@@ -202,6 +203,7 @@ class AdbDeviceSimulator:
         console_token: str = "farm-simulator-token",
         snapshot: str | None = "farm-ready",
         shell_delay_s: float = 0.0,
+        auth: str = "none",
     ) -> None:
         self.phone = Phone(width, height)
         self.phone.stack = [Page("home", APPS["home"].activity, "launcher")]
@@ -216,7 +218,7 @@ class AdbDeviceSimulator:
         self._console_enabled = console
         self._console: _ConsoleServer | None = None
         self._png_cache: dict[str, bytes] = {}
-        self.wire = AdbWireServer(self._service, self._banner)
+        self.wire = AdbWireServer(self._service, self._banner, auth=auth)
 
     # lifecycle ------------------------------------------------------------
 
