@@ -198,6 +198,10 @@ def test_app_data_reset_without_a_console(
     assert "pm clear com.android.documentsui" in restore and "rm -rf /sdcard/Download/*" in restore
     assert "leftover.txt" not in env.device.shell("ls /sdcard/Download")
     assert info["restore_s"] < 2
+    env.device.shell("cmd uimode night yes; svc bluetooth enable")  # an earlier episode's
+    env.reset(seed=2)
+    assert env.ctx.setting("secure", "ui_night_mode") == "1"
+    assert env.ctx.setting("global", "bluetooth_on") == "0"
 
 
 def test_snapshot_reset_needs_a_console_and_the_snapshot(android: AndroidTarget) -> None:

@@ -18,7 +18,8 @@ set up its state and start its app:
   device again; used when the console answers and has that snapshot;
 * ``app-data`` otherwise: force-stop the task's apps, ``pm clear`` their data
   packages (contacts provider, clock, files, browser), empty their directories
-  (``/sdcard/Download``), go home.
+  (``/sdcard/Download``), put the settings the suite changes back to their
+  defaults (:data:`SETTINGS_BASELINE`), go home.
 
 ``info["reset_s"]`` is the whole reset, ``info["restore_s"]`` the restore,
 ``info["reset_method"]`` which one ran (and ``info["snapshot_unavailable"]`` why
@@ -79,6 +80,14 @@ from env_adapters.gui.tasks import TaskSpec
 from farm.errors import ConfigError
 
 MAX_TYPE_CHARS = 1_000
+#: the app-data reset's settings (the AVD's defaults; the suite's tasks change these)
+SETTINGS_BASELINE = (
+    "cmd connectivity airplane-mode disable",
+    "svc wifi enable",
+    "svc bluetooth disable",
+    "cmd uimode night no >/dev/null",
+    "settings put system accelerometer_rotation 0",
+)
 DEFAULT_SERIAL = "emulator-5554"
 SNAPSHOT = "farm-ready"
 
@@ -319,9 +328,10 @@ class AndroidEnv(GuiEnv):
         return instruction
 
     def _restore_app_data(self) -> None:
-        """Stop the task's apps, clear their data and directories, go home (one round trip)."""
+        """Stop the task's apps, clear their data and directories, put the settings the
+        suite changes back to the image's defaults, go home (one round trip)."""
         names = [str(a) for a in self.task.setup.get("apps", [])]
-        commands = ["input keyevent 224"]  # wake up
+        commands = ["input keyevent 224", *SETTINGS_BASELINE]  # wake up
         for name in names:
             app = apps_mod.APPS[name]
             commands.append(f"am force-stop {app.package}")
