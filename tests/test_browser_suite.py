@@ -168,3 +168,48 @@ def test_served_over_grpc_with_reset_options(sock_dir: str) -> None:
             env.close()
     finally:
         srv.stop()
+
+
+def test_reuse_page_restarts_episodes_in_place_and_keeps_other_tasks_pages() -> None:
+    """``reuse_page``: the next episode of a task starts on its page (as the miniwob
+    package does), pages of other tasks stay open, and seeds give the same episodes
+    as fresh contexts."""
+    fresh = make("miniwob/suite", tasks=TASKS)
+    reuse = make("miniwob/suite", tasks=TASKS, reuse_page=True, keep_pages=2)
+    try:
+        kinds = []
+        for task, seed in [
+            ("click-button", 5),
+            ("click-button", 6),
+            ("enter-text", 7),
+            ("click-button", 8),
+            ("click-tab", 9),
+            ("enter-text", 10),
+            ("click-button-infeasible", 11),
+        ]:
+            obs_r, info_r = reuse.reset(seed=seed, options={"task": task})
+            obs_f, _ = fresh.reset(seed=seed, options={"task": task})
+            assert obs_r["instruction"] == obs_f["instruction"], task
+            strip = re.compile(r"^\[\d+\] ", re.M)  # refs keep counting on a reused page
+            assert strip.sub("", obs_r["text"]) == strip.sub("", obs_f["text"]), task
+            kinds.append(info_r["browser_context"])
+            if task == "click-button":  # finish the episode: the next one restarts anyway
+                _, reward, terminated, _, _ = reuse.step(
+                    f"click_element({ref_of(obs_r, 'button', _target(obs_r))})"
+                )
+                assert terminated and reward == 1.0
+        # first click-button page, reused; enter-text new; click-button resumed from the
+        # kept pages; click-tab new (evicts nothing: 2 kept); enter-text resumed; the
+        # infeasible variant is the click-button page again
+        assert kinds[1] == "reused" and kinds[3] == "reused" and kinds[5] == "reused"
+        assert kinds[2] in ("new", "spare", "preloaded") and kinds[4] != "reused"
+        assert kinds[6] == "reused"
+    finally:
+        fresh.close()
+        reuse.close()
+
+
+def _target(obs: dict[str, Any]) -> str:
+    m = re.search(r'"([^"]+)" button', obs["instruction"])
+    assert m, obs["instruction"]
+    return m.group(1)

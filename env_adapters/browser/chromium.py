@@ -52,6 +52,7 @@ timing). After a cross-process navigation detaches the CDP session,
 from __future__ import annotations
 
 import asyncio
+import collections
 import base64
 import contextlib
 import io
@@ -145,6 +146,7 @@ class ChromiumSandbox:
         headless: bool = True,
         unthrottled_frames: bool = False,
         extra_args: tuple[str, ...] = (),
+        keep_pages: int = 0,
     ) -> None:
         if width < 1 or height < 1:
             raise ConfigError(f"the observed area must be at least 1x1, got {width}x{height}")
@@ -173,6 +175,9 @@ class ChromiumSandbox:
         #: URLs of popups closed since the last :meth:`take_events`
         self.popups_closed: list[str] = []
         self._closing: set[asyncio.Future[None]] = set()
+        #: intact episode tabs kept by URL for :meth:`resume_page` (most recent last)
+        self.keep_pages = keep_pages
+        self._parked: collections.OrderedDict[str, _Tab] = collections.OrderedDict()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -247,7 +252,7 @@ class ChromiumSandbox:
             raise SandboxCrashed("the browser is not running")
         self.check()
         await self._finish_retiring()
-        self._retire_tab()
+        self._park_current()
         self.left_to = None
         self.popups_closed = []
         self.home_url = ""  # no departures while the page loads
@@ -267,6 +272,63 @@ class ChromiumSandbox:
             raise
         self.home_url = tab.page.url  # as the browser spells it (data: URLs get re-encoded)
         return preloaded
+
+    def can_restart(self, url: str) -> bool:
+        """Whether the episode's tab still shows ``url`` (loaded, not crashed, never left),
+        so a page task may start its next episode on it in place."""
+        tab = self._tab
+        return (
+            tab is not None
+            and self._lost is None
+            and self.left_to is None
+            and not tab.crashed
+            and tab.loaded == url
+            and not tab.page.is_closed()
+        )
+
+    def restarted(self) -> None:
+        """The next episode runs on the current tab (:meth:`can_restart`)."""
+        self.last_open = "reused"
+        self.popups_closed = []
+
+    def resume_page(self, url: str) -> bool:
+        """Make a kept tab that shows ``url`` the episode's tab (the current one is kept in
+        its place, if intact); False if none is kept. Then :meth:`can_restart` holds."""
+        tab = self._parked.pop(url, None)
+        if tab is None:
+            return False
+        if tab.crashed or tab.page.is_closed() or not _same_page(tab.page.url, tab.home):
+            self._closing_task(_close_context(tab.context))
+            return False
+        self._park_current()
+        self._tab = tab
+        self.left_to = None
+        self.home_url = tab.home
+        self.restarted()
+        return True
+
+    def _park_current(self) -> None:
+        """Keep the episode's tab for a later :meth:`resume_page` if it is intact, else
+        close it in idle time; the least recently used kept tab beyond ``keep_pages`` closes."""
+        tab = self._tab
+        if tab is None:
+            return
+        if self.keep_pages <= 0 or tab.loaded is None or not self.can_restart(tab.loaded):
+            self._retire_tab()
+            return
+        self._tab = None
+        old = self._parked.pop(tab.loaded, None)
+        if old is not None:
+            self._closing_task(_close_context(old.context))
+        self._parked[tab.loaded] = tab
+        while len(self._parked) > self.keep_pages:
+            _, evicted = self._parked.popitem(last=False)
+            self._closing_task(_close_context(evicted.context))
+
+    def _closing_task(self, coro: Any) -> None:
+        fut = asyncio.ensure_future(coro)
+        self._closing.add(fut)
+        fut.add_done_callback(self._closing.discard)
 
     def prepare_spare(self, url: str, *, timeout_s: float, preload: str | None = None) -> None:
         """Start preparing the next episode's tab in the background (see :meth:`open`).
@@ -402,6 +464,11 @@ class ChromiumSandbox:
             await _discard(spare)
         await self._finish_retiring()
         await self._close_tab()
+        parked, self._parked = list(self._parked.values()), collections.OrderedDict()
+        for tab in parked:
+            if not force:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(_close_context(tab.context), _CLOSE_TIMEOUT_S)
         browser, self._browser = self._browser, None
         if browser is not None:
             with contextlib.suppress(Exception):

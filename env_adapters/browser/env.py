@@ -141,6 +141,9 @@ class PageTask(Protocol):
     """
 
     preload: bool
+    #: True if :meth:`start` may also start an episode on the page of the previous one
+    #: (it resets the page's task state itself, as MiniWoB++'s ``core.startEpisodeReal``)
+    restartable: bool = False
 
     async def start(self, sandbox: ChromiumSandbox, seed: int, options: dict[str, Any]) -> str:
         """Start the episode on the freshly loaded page; return its instruction."""
@@ -253,6 +256,15 @@ class BrowserEnv(GuiEnv):
         unthrottled_frames: draw frames on demand rather than at 60 Hz (faster
             screenshots; only for pages that do not animate without end: see
             :class:`~env_adapters.browser.chromium.ChromiumSandbox`).
+        reuse_page: start an episode of the same task on the page of the previous one
+            when its page task is ``restartable`` and the page is intact (as the
+            ``miniwob`` package does: one page load per browser, then
+            ``core.startEpisodeReal()`` per episode), instead of a fresh context
+            (``info["browser_context"] == "reused"``). Much cheaper (no renderer
+            process, no load) but episodes share the page's JavaScript heap; off by
+            default. The sandbox then also keeps the pages of up to ``keep_pages``
+            other tasks open, so a suite that switches tasks resumes them in place.
+        keep_pages: see ``reuse_page``.
     """
 
     #: the page task's state and the observation are read concurrently (one renderer
@@ -275,6 +287,8 @@ class BrowserEnv(GuiEnv):
         headless: bool = True,
         unthrottled_frames: bool = False,
         spare_contexts: bool = True,
+        reuse_page: bool = False,
+        keep_pages: int = 8,
     ) -> None:
         super().__init__(
             task,
@@ -286,6 +300,7 @@ class BrowserEnv(GuiEnv):
         self.set_task(task, page_task)
         self.max_type_chars = max_type_chars
         self.spare_contexts = spare_contexts
+        self.reuse_page = reuse_page
         self.sandbox = ChromiumSandbox(
             width=width,
             height=height,
@@ -294,6 +309,7 @@ class BrowserEnv(GuiEnv):
             executable_path=executable_path,
             headless=headless,
             unthrottled_frames=unthrottled_frames,
+            keep_pages=keep_pages if reuse_page else 0,
         )
         self._refs: tuple[int, ...] = ()
         self._notes: dict[str, Any] = {}
@@ -324,8 +340,19 @@ class BrowserEnv(GuiEnv):
         await super().aclose()
         await self.sandbox.close()  # also a browser whose launch was cut short (no-op else)
 
+    def _restartable(self) -> bool:
+        return self.reuse_page and bool(getattr(self.page_task, "restartable", False))
+
     async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
         page_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
+        if self._restartable() and (
+            self.sandbox.can_restart(self.url) or self.sandbox.resume_page(self.url)
+        ):
+            self.sandbox.restarted()
+            await self.sandbox.call(self.sandbox.page.evaluate(seeded_random_js(page_seed)))
+            self._refs = ()
+            self._notes = {}
+            return await self.page_task.start(self.sandbox, page_seed, options)
         preloaded = await self.sandbox.open(
             self.url,
             init_script=seeded_random_js(page_seed),
@@ -410,7 +437,7 @@ class BrowserEnv(GuiEnv):
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.sandbox.busy():
             obs, info = await super().areset(seed=seed, options=options)
-        if self.spare_contexts:  # the next episode's context (and page), in idle time
+        if self.spare_contexts and not self._restartable():  # the next episode's, in idle time
             self.sandbox.prepare_spare(
                 self.url, timeout_s=self.op_timeout_s, preload=self._preload_script()
             )

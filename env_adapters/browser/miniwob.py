@@ -173,6 +173,7 @@ class MiniWoBTask:
     #: start() re-seeds the page (``Math.seedrandom``), as the package does on its
     #: long-lived page: the next episode's page may be loaded ahead of time
     preload = True
+    restartable = True  # the start script ends the last episode and starts the next
 
     def __init__(self, task: TaskSpec, *, episode_time_ms: int | None = None) -> None:
         self.task = task

@@ -11,12 +11,24 @@ from farm.errors import FarmError
 
 _COMMANDS = (
     "serve", "demo", "envs", "describe", "health", "up", "status", "down", "doctor",
-    "episodes", "replay", "images",
+    "episodes", "replay", "images", "submit",
 )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from farm.cli import demo, doctor, down, episodes, images, inspect, replay, serve, status, up
+    from farm.cli import (
+        demo,
+        doctor,
+        down,
+        episodes,
+        images,
+        inspect,
+        replay,
+        serve,
+        status,
+        submit,
+        up,
+    )  # fmt: skip
 
     parser = argparse.ArgumentParser(
         prog="farm", description="An asynchronous online environment farm for GUI-agent RL."
@@ -36,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     episodes.add_parser(sub)
     replay.add_parser(sub)
     images.add_parser(sub)
+    submit.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,2 @@
+"""The trainer's machinery: sandboxes, rollouts, batched acting, the learner,
+checkpoints, metrics and the job that ties them together."""
