@@ -52,7 +52,9 @@ BASE: dict[str, Any] = {
         "group_seeds": "distinct",
     },
     "curriculum": {"infeasible_share": 0.2},
-    "budget": {"learner_steps": 40},
+    # learning these takes ~30 steps; once mastered, groups lose reward variance and are
+    # dropped, so the learner starves: the minutes bound ends a job that got there
+    "budget": {"learner_steps": 30, "minutes": 1.0},
     "checkpoint": {"every_steps": 10},
 }
 
@@ -83,7 +85,7 @@ def test_async_job_learns_and_keeps_its_invariants(tmp_path: Path) -> None:
     assert result.evals[0]["label"] == "start" and result.evals[0]["success"] <= 0.4
     assert result.final_success is not None and result.final_success >= 0.8, result.evals
     records = train_records(run)
-    assert len(records) == 40 and records[-1]["version"] == 40
+    assert len(records) == result.version >= 20 and records[-1]["version"] == result.version
     # staleness within eta at every step, and async: some groups were trained stale
     assert all(r["staleness_max"] <= 2 for r in records)
     hist = records[-1]["staleness_hist"]
@@ -223,7 +225,8 @@ def test_job_on_farm_sandboxes_carries_on_when_one_dies(tmp_path: Path, toy_farm
     assert killed, "no leased sandbox to kill"
     assert result.version == 12
     last = train_records(Path(spec.run_dir or ""))[-1]
-    assert last["infra_discarded"] >= 1  # the cut episode was discarded, not trained on
+    # the cut episode was discarded (never trained on) and its sandbox replaced
+    assert last["infra_cut"] >= 1 and last["sandboxes_replaced"] >= 1
 
 
 # ---------------------------------------------------------------- misbehaving policies
@@ -279,7 +282,7 @@ def test_resume_after_sigkill_continues_version_curriculum_and_accounting(tmp_pa
     data = copy.deepcopy(BASE)
     data["run_dir"] = str(run)
     data["sandboxes"]["env_kwargs"]["step_latency"] = {"dist": "constant", "median_s": 0.01}
-    data["budget"] = {"learner_steps": 40}
+    data["budget"] = {"learner_steps": 24}
     data["checkpoint"] = {"every_steps": 4}
     data["tasks"]["eval"]["at_start"] = False
     job = tmp_path / "job.yaml"
@@ -289,7 +292,7 @@ def test_resume_after_sigkill_continues_version_curriculum_and_accounting(tmp_pa
     pointer = run / "checkpoints" / "latest.json"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if pointer.exists() and json.loads(pointer.read_text())["step"] >= 12:
+        if pointer.exists() and json.loads(pointer.read_text())["step"] >= 8:
             break
         assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
         time.sleep(0.05)
@@ -297,22 +300,22 @@ def test_resume_after_sigkill_continues_version_curriculum_and_accounting(tmp_pa
     proc.wait(30)
     saved = checkpoint.load(checkpoint.latest(run))
     k = saved["learner"]["version"]
-    assert 12 <= k < 40
+    assert 8 <= k < 24
     groups_at_kill = saved["curriculum"]["n_groups"]
 
     out = subprocess.run([*cmd, "--json", "--resume", str(run)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
-    assert result["resumed_from"] == k and result["version"] == 40
+    assert result["resumed_from"] == k and result["version"] == 24
     versions = [r["version"] for r in train_records(run)]
     assert versions[:k] == list(range(1, k + 1))  # before the kill (maybe a few more)
     after = versions[versions.index(k, k - 1) + 1 :] if versions.count(k) > 1 else versions[k:]
     # the resumed run picks up at k + 1 (steps after the last checkpoint were redone)
-    assert after[-1] == 40 and k + 1 in versions[k:]
+    assert after[-1] == 24 and k + 1 in versions[k:]
     final = checkpoint.load(checkpoint.latest(run))
     assert final["curriculum"]["n_groups"] > groups_at_kill
-    assert final["staleness"]["next_step"] == 40
-    assert sum(final["counters"]["staleness"].values()) == 40 * 2  # groups trained, all of them
+    assert final["staleness"]["next_step"] == 24
+    assert sum(final["counters"]["staleness"].values()) == 24 * 2  # groups trained, all of them
 
 
 # ---------------------------------------------------------------- Ray

@@ -85,7 +85,8 @@ class JobResult:
 class Counters:
     episodes: int = 0
     episodes_success: int = 0
-    infra_discarded: int = 0
+    infra_discarded: int = 0  # rollouts of a group cut by infrastructure and relaunched
+    infra_cut: int = 0  # every episode cut by infrastructure (training or evaluation)
     zero_variance_dropped: int = 0
     failed_groups: int = 0
     samples: int = 0
@@ -372,6 +373,7 @@ class Job:
             )
         finally:
             self.pool.release(sb, broken=traj.infra_error if traj is not None else None)
+        self.counters.infra_cut += traj.infra_error is not None
         if traj.infra_error is None and not (
             traj.truncated and (coll.decided or self._abandon_all)
         ):
@@ -457,6 +459,8 @@ class Job:
             "samples_total": c.samples,
             "zero_variance_dropped": c.zero_variance_dropped,
             "infra_discarded": c.infra_discarded,
+            "infra_cut": c.infra_cut,
+            "sandboxes_replaced": self.pool.replaced if self.pool is not None else 0,
             "actor_mean_batch": self.actor.stats.mean_batch,
             "env_reset_s_mean": _mean([r for r, _ in self.env_times]),
             "env_step_s_mean": _mean([s for _, s in self.env_times]),
@@ -523,6 +527,7 @@ class Job:
                 self.pool.release(sb, broken=traj.infra_error if traj is not None else None)
             if traj.infra_error is None:
                 return traj.success
+            self.counters.infra_cut += 1
         return None
 
     async def _evaluator(self) -> None:

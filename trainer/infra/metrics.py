@@ -91,14 +91,16 @@ def plot_learning_curve(run_dir: Path, title: str = "") -> Path | None:
         xlabel="wall-clock minutes", ylabel="greedy success (held-out seeds)", ylim=(-0.02, 1.02)
     )
     ax1.set_title("evaluation")
-    ax1.legend(fontsize=7, loc="lower right")
+    if evals:
+        ax1.legend(fontsize=7, loc="lower right")
     if trains:
         xs = [r["elapsed_s"] / 60 for r in trains]
         ax2.plot(xs, [r.get("train_success") for r in trains], label="train success (rolling)")
         ax2.plot(xs, [r.get("learner_utilisation") for r in trains], label="learner utilisation")
     ax2.set(xlabel="wall-clock minutes", ylim=(-0.02, 1.02))
     ax2.set_title("training")
-    ax2.legend(fontsize=8)
+    if trains:
+        ax2.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     out = run_dir / "learning_curve.png"
