@@ -3,7 +3,7 @@ types and out-of-range values are errors naming their key path, before anything
 starts. Example: ``trainer/examples/miniwob.yaml``::
 
     name: miniwob-6
-    run_dir: runs/miniwob-6              # default: runs/<name>
+    run_dir: runs/miniwob-6              # default: a new runs/<name>-<date>-<time>
     sandboxes: {kind: browser, env: miniwob/suite, count: 4}
     tasks:
       train: [click-button, click-link, click-tab, click-checkboxes, enter-text, focus-text]
@@ -168,7 +168,12 @@ class JobSpec(_Strict):
         return list(self.tasks.eval.tasks or self.tasks.train)
 
     def resolved_run_dir(self) -> Path:
-        return Path(self.run_dir or f"runs/{self.name}").expanduser()
+        """``run_dir``, or a new ``runs/<name>-<date>-<time>`` when the spec has none."""
+        if self.run_dir:
+            return Path(self.run_dir).expanduser()
+        import time
+
+        return Path("runs") / f"{self.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _path(loc: tuple[Any, ...]) -> str:
