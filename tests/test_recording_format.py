@@ -271,12 +271,12 @@ def test_replay_of_unknown_env_kind(tmp_path: Any, capsys: Any) -> None:
     meta_file = os.path.join(path, F.META_FILE)
     with open(meta_file) as f:
         meta = json.load(f)
-    meta["env_id"] = "android/settings-wifi"
+    meta["env_id"] = "holodeck/bridge"  # a namespace farm does not have
     with open(meta_file, "w") as f:
         json.dump(meta, f)
     assert cli(["replay", path]) == 2
     err = capsys.readouterr().err
-    assert "recorded from env 'android/settings-wifi', which this farm cannot make" in err
+    assert "recorded from env 'holodeck/bridge', which this farm cannot make" in err
 
 
 @pytest.mark.parametrize("frames", ["ref", "inline"])

@@ -25,6 +25,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, help="override budget.learner_steps")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="only evaluate the spec's policy greedily on its held-out seeds (no training)",
+    )
     p.set_defaults(func=run)
 
 
@@ -53,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise ConfigError("farm submit: give a job spec (farm submit JOB.yaml) or --resume RUN_DIR")
     spec = _budget(spec, args)
+    if args.eval_only:
+        from trainer.infra.job import Job
+
+        record = Job(spec, run_dir=run_dir, progress=not args.no_progress).run_eval()
+        print(json.dumps(record, indent=2))
+        return 0
     from trainer.infra.runner import submit
 
     result = submit(spec, run_dir=run_dir, resume=bool(args.resume), progress=not args.no_progress)

@@ -136,8 +136,8 @@ class Job:
         self.torch.set_num_threads(spec.torch_threads)
         kwargs = dict(spec.policy.kwargs)
         kwargs.setdefault("seed", spec.seed)
-        self.learner_policy = make_policy(spec.policy.name, **kwargs)
-        self.actor_policy = make_policy(spec.policy.name, **kwargs)
+        self.learner_policy = make_policy(spec.policy.name, role="learner", **kwargs)
+        self.actor_policy = make_policy(spec.policy.name, role="actor", **kwargs)
         self.actor_policy.set_weights(self.learner_policy.get_weights(), 0)
         from trainer.infra.learner import Learner
 
@@ -612,6 +612,31 @@ class Job:
             learner_utilisation=self.learner_utilisation(),
             resumed_from=self.resumed_from,
         )
+
+    def run_eval(self) -> dict[str, Any]:
+        """Only evaluate the policy as the spec stands (no training, no run dir changes
+        beyond ``metrics.jsonl``): start the sandboxes, play the held-out episodes, stop."""
+        return asyncio.run(self.aevaluate_only())
+
+    async def aevaluate_only(self) -> dict[str, Any]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._cond = asyncio.Condition()
+        self.metrics = MetricsLog(self.run_dir, tensorboard=False)
+        self.progress = Progress(self, enabled=self.show_progress)
+        self.pool = SandboxPool(self.spec.sandboxes, job=self.spec.name, record_dir=None)
+        self.actor = BatchedActor(self.actor_policy)
+        try:
+            with self.progress.starting(f"starting {self.spec.sandboxes.count} sandboxes"):
+                await self.pool.start()
+            self.actor.start()
+            self._t0 = time.monotonic()
+            return await self.evaluate("only")
+        finally:
+            await self.actor.close()
+            await self.pool.close()
+            self.metrics.close()
+            self.metrics = None
+            self._learner_thread.shutdown(wait=False)
 
     async def _wind_down(self) -> None:
         """Stop admitting, let the learner finish its step, abandon rollouts at their next

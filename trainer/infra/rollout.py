@@ -62,12 +62,14 @@ async def run_episode(
             extra = rec.on_reset(seed, options, obs, info, time.perf_counter() - t0)
             traj.episode_id = extra.get("farm.recording.episode")
         sb.episodes += 1
+        history: list[tuple[str, str | None]] = []
         while len(traj.steps) < max_steps:
             if abandon is not None and abandon():
                 traj.truncated = True
                 break
             try:
-                out = await actor.act(obs, greedy=greedy, explore=explore)
+                seen = {**obs, "farm.history": tuple(history)} if isinstance(obs, dict) else obs
+                out = await actor.act(seen, greedy=greedy, explore=explore)
             except Exception as e:
                 raise PolicyError(f"the policy failed to act: {type(e).__name__}: {e}") from e
             anchor = anchor_of(obs)
@@ -80,6 +82,7 @@ async def run_episode(
                 sb.step(out.action), step_timeout_s
             )
             traj.step_s += time.perf_counter() - t0
+            history.append((out.action, info.get("action_error")))
             cut = len(traj.steps) + 1 >= max_steps
             if rec is not None:
                 rec.on_step(
