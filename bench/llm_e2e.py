@@ -32,7 +32,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# bench/orchestration.py would shadow the orchestration package (farm's editable
+# install is found after sys.path): import it with this folder set aside
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != _HERE]
+import orchestration.runtime  # noqa: E402
+import orchestration.spec  # noqa: E402, F401
+
+sys.path.append(str(_HERE))
 
 
 def spec_for(args: argparse.Namespace, model: str, run_dir: Path, farm: str, **budget: Any) -> Any:
@@ -171,6 +178,9 @@ def main() -> int:
             "trained_step_samples": steps,
             "actions_per_s": job.actor.stats.requests / max(1e-9, result.train_elapsed_s),
             "actor_mean_batch": job.actor.stats.mean_batch,
+            "generated_tokens": job.actor_policy.engine.generated_tokens,
+            "tokens_per_s": job.actor_policy.engine.generated_tokens
+            / max(1e-9, job.actor_policy.engine.generate_s),
         }
     )
     table = Table(title="tiny LM agent on MiniWoB++: greedy success on held-out seeds")
@@ -191,7 +201,8 @@ def main() -> int:
         f"RL: {result.version} learner steps, {result.episodes} episodes in "
         f"{result.train_elapsed_s / 60:.1f} min; weight sync "
         f"{1000 * (out['weight_sync_s_mean'] or 0):.1f} ms mean; {out['actions_per_s']:.1f} "
-        f"actions/s; learner utilisation {result.learner_utilisation:.0%}"
+        f"actions/s; {out['tokens_per_s']:.0f} generated tokens/s while generating; "
+        f"learner utilisation {result.learner_utilisation:.0%}"
     )
     console.print(f"wrote {write_json('llm_e2e.json', out)}")
     return 0

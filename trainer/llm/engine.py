@@ -37,6 +37,7 @@ class Generation:
 
     @property
     def logprob(self) -> float:
+        """``log pi(answer | prompt)``: the sum over its tokens."""
         return float(sum(self.logprobs))
 
 
@@ -74,6 +75,8 @@ class VLLMEngine:
         )
         self.version = 0
         self.sync_s: list[float] = []
+        self.generated_tokens = 0
+        self.generate_s = 0.0
         self._seed = seed
         self._calls = 0
 
@@ -98,12 +101,15 @@ class VLLMEngine:
             for i in range(len(prompts))
         ]
         inputs = [{"prompt_token_ids": list(p)} for p in prompts]
+        started = time.perf_counter()
         outs = self.llm.generate(inputs, params, use_tqdm=False)
+        self.generate_s += time.perf_counter() - started
         result = []
         for out in outs:
             c = out.outputs[0]
             lps = [float(d[t].logprob) for t, d in zip(c.token_ids, c.logprobs or [], strict=True)]
             result.append(Generation(list(c.token_ids), lps, c.text, self.version))
+            self.generated_tokens += len(c.token_ids)
         return result
 
     def load_weights(
