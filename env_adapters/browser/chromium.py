@@ -52,8 +52,8 @@ timing). After a cross-process navigation detaches the CDP session,
 from __future__ import annotations
 
 import asyncio
-import collections
 import base64
+import collections
 import contextlib
 import io
 import os

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import difflib
 import importlib.util
 import json
 import random
@@ -61,8 +60,8 @@ from typing import Any
 from env_adapters.browser.chromium import ChromiumSandbox
 from env_adapters.browser.env import BrowserEnv, register_page_task
 from env_adapters.gui import SandboxCrashed
-from env_adapters.gui.tasks import TaskSpec
-from farm.errors import ConfigError, InvalidArgumentError, MissingExtraError
+from env_adapters.gui.tasks import TaskSpec, choose_task, did_you_mean
+from farm.errors import ConfigError, MissingExtraError
 from farm.registry import register
 
 #: MiniWoB's task area (#wrap) = the observed area
@@ -402,7 +401,9 @@ class MiniWoBSuiteEnv(BrowserEnv):
         names = tuple(dict.fromkeys(_strip_suite(str(t)) for t in (tasks or known)))
         unknown = [t for t in names if t not in known]
         if unknown:
-            raise ConfigError(f"{SUITE_ID}: unknown tasks {unknown}{_hint(unknown[0], known)}")
+            raise ConfigError(
+                f"{SUITE_ID}: unknown tasks {unknown}{did_you_mean(unknown[0], known)}"
+            )
         default = _strip_suite(default_task) if default_task is not None else names[0]
         if default not in names:
             raise ConfigError(f"{SUITE_ID}: default_task {default_task!r} is not in tasks")
@@ -423,24 +424,12 @@ class MiniWoBSuiteEnv(BrowserEnv):
 
     def task_for(self, options: dict[str, Any] | None) -> str:
         """The task name a reset with ``options`` runs (InvalidArgumentError if none)."""
-        requested = (options or {}).get("task")
-        if requested is None:
-            return self.default_task
-        if not isinstance(requested, str):
-            raise InvalidArgumentError(
-                f"options['task'] must be a task name (a string), got {requested!r}"
-            )
-        name = _strip_suite(requested)
-        if name in self.tasks:
-            return name
-        if name in suite_task_names():
-            raise InvalidArgumentError(
-                f"task {requested!r} is not one of the {len(self.tasks)} tasks this "
-                f"{SUITE_ID} env serves (its 'tasks' kwarg); see metadata['farm.tasks']"
-            )
-        raise InvalidArgumentError(
-            f"no MiniWoB task {requested!r}{_hint(name, self.tasks)}; this {SUITE_ID} env "
-            f"serves {len(self.tasks)} tasks (metadata['farm.tasks'])"
+        return choose_task(
+            options,
+            suite=SUITE_ID,
+            served=self.tasks,
+            known=suite_task_names(),
+            default=self.default_task,
         )
 
     async def areset(
@@ -454,11 +443,6 @@ class MiniWoBSuiteEnv(BrowserEnv):
 
 def _strip_suite(name: str) -> str:
     return name.removeprefix("miniwob/")
-
-
-def _hint(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 register_page_task("miniwob", MiniWoBTask)

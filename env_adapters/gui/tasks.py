@@ -8,8 +8,12 @@ ask for something the sandbox does not offer; the correct answer is ``fail()``
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from farm.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -52,3 +56,41 @@ class TaskSpec:
     @property
     def name(self) -> str:
         return self.id.split("/", 1)[1]
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """``"; did you mean a, b?"`` for close matches of ``name`` in ``known``, else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def choose_task(
+    options: Mapping[str, Any] | None,
+    *,
+    suite: str,
+    served: Sequence[str],
+    known: Sequence[str],
+    default: str,
+) -> str:
+    """The task a suite env (``suite``, serving ``served`` of the ``known`` task names)
+    runs for reset ``options``: ``options["task"]`` (a name, or ``<suite>/name``),
+    else ``default``. :class:`InvalidArgumentError` names what is wrong."""
+    requested = (options or {}).get("task")
+    if requested is None:
+        return default
+    if not isinstance(requested, str):
+        raise InvalidArgumentError(
+            f"options['task'] must be a task name (a string), got {requested!r}"
+        )
+    name = requested.removeprefix(f"{suite}/").removeprefix(f"{suite.split('/')[0]}/")
+    if name in served:
+        return name
+    if name in known:
+        raise InvalidArgumentError(
+            f"task {requested!r} is not one of the {len(served)} tasks this {suite} env serves "
+            f"(its 'tasks' kwarg; see metadata['farm.tasks'])"
+        )
+    raise InvalidArgumentError(
+        f"no {suite} task {requested!r}{did_you_mean(name, served)}; this env serves "
+        f"{len(served)} tasks (metadata['farm.tasks'])"
+    )

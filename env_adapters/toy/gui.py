@@ -43,7 +43,6 @@ with ``time.sleep``. ``info["delay_s"]`` is the delay of the call.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import random
 import re
@@ -57,9 +56,9 @@ import numpy as np
 from env_adapters.gui import actions as A
 from env_adapters.gui.env import GuiEnv
 from env_adapters.gui.keys import parse_combo
-from env_adapters.gui.tasks import TaskSpec
+from env_adapters.gui.tasks import TaskSpec, choose_task, did_you_mean
 from env_adapters.toy.latency import Latency
-from farm.errors import ConfigError, InvalidArgumentError
+from farm.errors import ConfigError
 
 ENV_ID = "toy/gui"
 #: the page every task is laid out on (MiniWoB's task area)
@@ -284,7 +283,7 @@ class ToyGuiEnv(GuiEnv):
         names = tuple(dict.fromkeys(_strip(str(t)) for t in (tasks or TASKS)))
         unknown = [t for t in names if t not in TASKS]
         if unknown:
-            raise ConfigError(f"{ENV_ID}: unknown tasks {unknown}{_hint(unknown[0], TASKS)}")
+            raise ConfigError(f"{ENV_ID}: unknown tasks {unknown}{did_you_mean(unknown[0], TASKS)}")
         default = _strip(default_task) if default_task is not None else names[0]
         if default not in names:
             raise ConfigError(f"{ENV_ID}: default_task {default_task!r} is not in tasks")
@@ -318,24 +317,8 @@ class ToyGuiEnv(GuiEnv):
 
     def task_for(self, options: Mapping[str, Any] | None) -> str:
         """The task a reset with ``options`` runs (InvalidArgumentError if none)."""
-        requested = (options or {}).get("task")
-        if requested is None:
-            return self.default_task
-        if not isinstance(requested, str):
-            raise InvalidArgumentError(
-                f"options['task'] must be a task name (a string), got {requested!r}"
-            )
-        name = _strip(requested)
-        if name in self.tasks:
-            return name
-        if name in TASKS:
-            raise InvalidArgumentError(
-                f"task {requested!r} is not one of the {len(self.tasks)} tasks this {ENV_ID} "
-                f"env serves (its 'tasks' kwarg): {', '.join(self.tasks)}"
-            )
-        raise InvalidArgumentError(
-            f"no {ENV_ID} task {requested!r}{_hint(name, self.tasks)}; this env serves "
-            f"{', '.join(self.tasks)}"
+        return choose_task(
+            options, suite=ENV_ID, served=self.tasks, known=TASKS, default=self.default_task
         )
 
     # ------------------------------------------------------------ GuiEnv hooks
@@ -541,11 +524,6 @@ class ToyGuiEnv(GuiEnv):
 
 def _strip(name: str) -> str:
     return name.removeprefix(f"{ENV_ID}/")
-
-
-def _hint(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 # ---------------------------------------------------------------- oracle
