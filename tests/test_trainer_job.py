@@ -229,6 +229,27 @@ def test_job_on_farm_sandboxes_carries_on_when_one_dies(tmp_path: Path, toy_farm
     assert last["infra_cut"] >= 1 and last["sandboxes_replaced"] >= 1
 
 
+def test_actions_outside_the_action_space_do_not_cost_a_sandbox(
+    tmp_path: Path, toy_farm: Any
+) -> None:
+    spec = spec_of(
+        tmp_path,
+        **{
+            "policy.name": "trainer_policies:OffCharsetPolicy",
+            "sandboxes.source": "farm",
+            "sandboxes.farm": toy_farm.address,
+            "sandboxes.count": 2,
+            "budget": {"learner_steps": 3, "minutes": 2},
+            "tasks.eval.episodes_per_task": 2,
+        },
+    )
+    result = Job(spec, progress=False).run()
+    assert result.version == 3
+    last = train_records(Path(spec.run_dir or ""))[-1]
+    # the server refused those actions (INVALID_ARGUMENT), the session lived on
+    assert last["sandboxes_replaced"] == 0 and last["infra_cut"] == 0
+
+
 # ---------------------------------------------------------------- misbehaving policies
 
 

@@ -44,3 +44,25 @@ class NaNPolicy(TextPointerPolicy):
         if self.version >= self.nan_from and lp.requires_grad:
             return lp * float("nan")
         return lp
+
+
+class OffCharsetPolicy(TextPointerPolicy):
+    """Every other action carries a character outside the GUI action space's charset."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.calls = 0
+
+    def act(
+        self,
+        observations: Sequence[Mapping[str, Any]],
+        *,
+        greedy: bool = False,
+        explore: Sequence[float] | None = None,
+    ) -> list[ActOutput]:
+        outs = super().act(observations, greedy=greedy, explore=explore)
+        for out in outs:
+            self.calls += 1
+            if self.calls % 2 == 0:
+                out.action += "\u2603"
+        return outs

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from farm.env import TRUNCATED_REASON
-from farm.errors import FarmError
+from farm.errors import FarmError, InvalidArgumentError
 from trainer.api.types import Step, Trajectory
 from trainer.errors import PolicyError
 from trainer.infra.actor import BatchedActor
@@ -78,9 +78,14 @@ async def run_episode(
                     policy_version=out.version, logprob=out.logprob, **(annotations or {})
                 )
             t0 = time.perf_counter()
-            obs, reward, terminated, truncated, info = await asyncio.wait_for(
-                sb.step(out.action), step_timeout_s
-            )
+            try:
+                obs, reward, terminated, truncated, info = await asyncio.wait_for(
+                    sb.step(out.action), step_timeout_s
+                )
+            except InvalidArgumentError as e:
+                # the action is not in the env's action space: the policy's fault, not the
+                # sandbox's (its session lives on); a no-op step, as for malformed actions
+                reward, terminated, truncated, info = 0.0, False, False, {"action_error": str(e)}
             traj.step_s += time.perf_counter() - t0
             history.append((out.action, info.get("action_error")))
             cut = len(traj.steps) + 1 >= max_steps

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from env_adapters.gui.spaces import MAX_ACTION_TEXT, sanitize
 from trainer.api.policy import ActOutput, Policy
 from trainer.llm.prompt import PromptConfig, build_messages, parse_output
 
@@ -104,7 +105,7 @@ class LMPolicy(Policy):
             text = self.tokenizer.decode(
                 [t for t in gen.token_ids if t != self.eos], skip_special_tokens=True
             )
-            action, error = parse_output(text)
+            action, error = parse_output(sanitize(text, MAX_ACTION_TEXT))
             outs.append(
                 ActOutput(
                     action=action or "noop()",
