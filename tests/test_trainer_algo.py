@@ -202,7 +202,9 @@ def test_replayed_member_counts_towards_the_group():
     rewards=st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=8, max_size=8),
 )
 def test_stepo_keeps_group_balance_after_decomposition(lengths, rewards):
-    g = Group(0, "t", 0, 0, trajectories=[traj(r, n) for n, r in zip(lengths, rewards, strict=False)])
+    g = Group(
+        0, "t", 0, 0, trajectories=[traj(r, n) for n, r in zip(lengths, rewards, strict=False)]
+    )
     aw = step_advantages([g], "stepo")
     assert len(aw) == sum(lengths)
     total = sum(a * w for a, w in aw)
