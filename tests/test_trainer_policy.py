@@ -98,3 +98,35 @@ def test_unknown_policies_and_actions_are_refused() -> None:
         make_policy("nowhere.module:Policy")
     with pytest.raises(ValueError, match="cannot emit"):
         TextPointerPolicy(actions=("scroll",))
+
+
+def test_gradient_accumulation_equals_one_full_batch_update() -> None:
+    from trainer.api.spec import AlgorithmSpec, OptimizerSpec
+    from trainer.api.types import Group, Step, Trajectory
+    from trainer.infra.learner import Learner
+
+    def groups(pol: TextPointerPolicy) -> list[Group]:
+        out = []
+        for gid, obs in enumerate([ENTER, BUTTONS, ENTER]):
+            trajs = []
+            for r in (1.0, 0.0, 0.0):
+                acts = pol.act([obs, obs])
+                steps = [Step(a.context, a.choice, a.action, a.logprob, 0) for a in acts]
+                steps[-1].reward = r
+                trajs.append(Trajectory("t", gid, steps, terminated=True))
+            out.append(Group(gid, "t", gid, 0, trajectories=trajs))
+        return out
+
+    results = []
+    for minibatches, accum in ((1, False), (3, True), (3, False)):
+        pol = TextPointerPolicy(seed=4)
+        algo = AlgorithmSpec(
+            ppo_epochs=1, minibatches=minibatches, grad_accum=accum, entropy_coef=0
+        )
+        learner = Learner(pol, OptimizerSpec(name="sgd", lr=0.5, max_grad_norm=1e9), algo)
+        torch.manual_seed(0)
+        learner.train_step(groups(TextPointerPolicy(seed=4)))
+        results.append(torch.cat([p.detach().flatten() for p in pol.parameters()]))
+    full, accumulated, separate = results
+    assert torch.allclose(full, accumulated, atol=1e-6)
+    assert not torch.allclose(full, separate, atol=1e-6)  # three updates move differently

@@ -74,6 +74,9 @@ class AlgorithmSpec(_Strict):
     gamma: float = Field(default=0.95, gt=0, le=1)
     ppo_epochs: int = Field(default=2, ge=1)
     minibatches: int = Field(default=1, ge=1)
+    #: accumulate the minibatches' gradients into one update per epoch (micro-batching for
+    #: models whose whole batch does not fit at once) instead of one update each
+    grad_accum: bool = False
     entropy_coef: float = Field(default=0.01, ge=0)
     max_steps: int = Field(default=8, ge=1)  # the rollout horizon (steps per episode)
     #: ``same``: a group's G rollouts play one task instance (seed), the GRPO baseline

@@ -5,7 +5,8 @@ log-probabilities under the current weights (no gradient), the log-prob check
 (:func:`trainer.algo.loss.check_logprobs`; replayed successes excluded: their
 behaviour weight is set to 1, as their behaviour policy is long gone and the clip
 around the proximal policy still bounds the update), then ``ppo_epochs`` passes of
-``minibatches`` optimiser updates of the decoupled PPO loss. A non-finite loss or
+``minibatches`` optimiser updates of the decoupled PPO loss (with ``grad_accum``,
+the minibatches' gradients add up to one update per epoch). A non-finite loss or
 gradient skips the update (the weights stay valid); too many in a row raise
 :class:`TrainingDivergedError`.
 """
@@ -91,32 +92,24 @@ class Learner:
         mbs = [order[i :: algo.minibatches] for i in range(algo.minibatches)]
         losses, last = [], {}
         for _ in range(algo.ppo_epochs):
-            for idx in mbs:
-                if len(idx) == 0:
-                    continue
-                ctx = [contexts[i] for i in idx.tolist()]
-                ch = [choices[i] for i in idx.tolist()]
-                current = self.policy.logprobs(ctx, ch)
-                ent = self.policy.entropy(ctx) if algo.entropy_coef else None
-                # each minibatch carries its share of the batch's total weight
-                w = weights[idx] * algo.minibatches
-                loss, last = ppo_loss(
-                    current, proximal[idx], behaviour[idx], adv[idx], w, self.loss_cfg, ent
+            if algo.grad_accum:  # micro-batches add up to one update per epoch
+                self._update(
+                    mbs, contexts, choices, proximal, behaviour, adv, weights, losses, last
                 )
-                if not math.isfinite(last["loss"]):
-                    self._nonfinite("loss")
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_spec.max_grad_norm)
-                if not math.isfinite(float(norm)):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self._nonfinite("gradient")
-                    continue
-                self.optimizer.step()
-                self.nonfinite_in_row = 0
-                losses.append(last["loss"])
-                last["grad_norm"] = float(norm)
+            else:  # one update per minibatch
+                for idx in mbs:
+                    self._update(
+                        [idx],
+                        contexts,
+                        choices,
+                        proximal,
+                        behaviour,
+                        adv,
+                        weights,
+                        losses,
+                        last,
+                        len(mbs),
+                    )
         self.policy.train_mode(False)
         self.policy.version += 1
         stats.update(last)
@@ -135,6 +128,58 @@ class Learner:
             }
         )
         return stats
+
+    def _update(
+        self,
+        parts: list[Any],
+        contexts: list[Any],
+        choices: list[Any],
+        proximal: Any,
+        behaviour: Any,
+        adv: Any,
+        weights: Any,
+        losses: list[float],
+        last: dict[str, Any],
+        scale: int = 1,
+    ) -> None:
+        """One optimiser step over ``parts`` (index tensors), their gradients accumulated.
+        Weights sum to 1 over the batch; a lone minibatch of ``scale`` carries that share."""
+        torch = self.torch
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for idx in parts:
+            if len(idx) == 0:
+                continue
+            ctx = [contexts[i] for i in idx.tolist()]
+            ch = [choices[i] for i in idx.tolist()]
+            current = self.policy.logprobs(ctx, ch)
+            ent = self.policy.entropy(ctx) if self.algo.entropy_coef else None
+            loss, stats = ppo_loss(
+                current,
+                proximal[idx],
+                behaviour[idx],
+                adv[idx],
+                weights[idx] * scale,
+                self.loss_cfg,
+                ent,
+            )
+            if not math.isfinite(stats["loss"]):
+                self.optimizer.zero_grad(set_to_none=True)
+                self._nonfinite("loss")
+                return
+            loss.backward()
+            total += stats["loss"]
+            last.update(stats)
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_spec.max_grad_norm)
+        if not math.isfinite(float(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._nonfinite("gradient")
+            return
+        self.optimizer.step()
+        self.nonfinite_in_row = 0
+        losses.append(total)
+        last["loss"] = total
+        last["grad_norm"] = float(norm)
 
     def _nonfinite(self, what: str) -> None:
         self.skipped += 1
