@@ -135,3 +135,12 @@ def test_end_to_end_warm_start_then_rl_with_vllm_on_browser_sandboxes(tmp_path: 
     for stage in ("before_warm_start", "after_warm_start", "after_rl"):
         assert set(report[stage]["per_task"]) == {"focus-text", "click-button"}
     assert (tmp_path / "rl" / "episodes").exists()
+
+
+def test_missing_vllm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from farm.errors import MissingExtraError
+    from trainer.llm.engine import import_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'farm\[vllm\]'"):
+        import_vllm()

@@ -51,6 +51,26 @@ def collect_oracle_episodes(store: str, tasks: Sequence[str], seeds: Sequence[in
     return ok
 
 
+def toy_examples(tasks: Sequence[str], seeds: Sequence[int]) -> list[Example]:
+    """Examples from ``toy/gui`` episodes played by its oracle (no browser, no store)."""
+    from env_adapters.toy.gui import ToyGuiEnv, oracle_action
+
+    env = ToyGuiEnv(width=160, height=210)
+    out: list[Example] = []
+    for task in tasks:
+        for seed in seeds:
+            obs, _ = env.reset(seed=seed, options={"task": task})
+            history: list[tuple[str, str | None]] = []
+            for _ in range(10):
+                action = oracle_action(obs)
+                out.append(Example(build_messages(obs, history), action, task))
+                obs, _, term, trunc, info = env.step(action)
+                history.append((action, info.get("action_error")))
+                if term or trunc:
+                    break
+    return out
+
+
 def examples_from_store(
     store: str, tasks: Sequence[str] | None = None, cfg: PromptConfig | None = None
 ) -> list[Example]:
@@ -88,6 +108,7 @@ def train(
     lr: float = 1e-3,
     batch: int = 16,
     seed: int = 0,
+    device: str = "cpu",
     log: Any = print,
 ) -> dict[str, Any]:
     """Cross-entropy on the answer tokens; saves the model and tokenizer to ``out``."""
@@ -96,7 +117,7 @@ def train(
     from trainer.llm.lm import CausalLM
 
     torch.manual_seed(seed)
-    lm = CausalLM(model_dir)
+    lm = CausalLM(model_dir, device=device)
     prompts = [lm.prompt_ids(e.messages) for e in examples]
     answers = [lm.action_ids(e.action) for e in examples]
     opt = torch.optim.AdamW(lm.model.parameters(), lr=lr)
