@@ -26,11 +26,14 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 # bench/orchestration.py would shadow the orchestration package (farm's editable
 # install is found after sys.path): import it with this folder set aside
@@ -145,9 +148,18 @@ def main() -> int:
         bg.wait_healthy(180)
         farm = bg.address
         console.print("greedy success before the warm start ...")
-        before = Job(
-            spec_for(args, str(base), work / "eval-base", farm, learner_steps=1), progress=False
-        ).run_eval()
+        # in a child process: a second vLLM engine in this one would find its memory taken
+        base_spec = spec_for(args, str(base), work / "eval-base", farm, learner_steps=1)
+        (work / "eval-base.yaml").write_text(yaml.safe_dump(base_spec.model_dump(mode="json")))
+        proc = subprocess.run(
+            [sys.executable, "-m", "farm.cli", "submit", str(work / "eval-base.yaml"),
+             "--eval-only", "--no-progress", "--json"],
+            capture_output=True, text=True, timeout=1200,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            console.print(proc.stdout[-2000:], proc.stderr[-4000:])
+            return 1
+        before = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
         console.print(f"  {before['success']:.2f} {before['per_task']}")
         console.print(f"online RL from the warm-started model for {args.rl_minutes:g} min ...")
         job = Job(

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         from trainer.infra.job import Job
 
         record = Job(spec, run_dir=run_dir, progress=not args.no_progress).run_eval()
-        print(json.dumps(record, indent=2))
+        print(json.dumps(record) if args.json else json.dumps(record, indent=2))
         return 0
     from trainer.infra.runner import submit
 
