@@ -157,7 +157,7 @@ def test_served_over_grpc_with_reset_options(sock_dir: str) -> None:
             label = re.search(r'"(.*?)"', obs["instruction"]).group(1)  # type: ignore[union-attr]
             _, reward, terminated, _, _ = env.step(f"click_element({ref_of(obs, 'button', label)})")
             assert (reward, terminated) == (1.0, True)
-            with pytest.raises(InvalidArgumentError, match=r"no MiniWoB task 'nope'"):
+            with pytest.raises(InvalidArgumentError, match=r"no miniwob/suite task 'nope'"):
                 env.reset(options={"task": "nope"})
             with pytest.raises(FailedPreconditionError):
                 env.step("wait(1)")
