@@ -10,12 +10,15 @@ from trainer.api.policy import ActOutput
 from trainer.policies.text_pointer import TextPointerPolicy
 
 
-class GarblingPolicy(TextPointerPolicy):
-    """Every third action it emits is not an action at all."""
+class _Tampering(TextPointerPolicy):
+    """Acts as the text-pointer policy, then rewrites the n-th action with :meth:`tamper`."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.calls = 0
+
+    def tamper(self, action: str, n: int) -> str:
+        return action
 
     def act(
         self,
@@ -27,9 +30,22 @@ class GarblingPolicy(TextPointerPolicy):
         outs = super().act(observations, greedy=greedy, explore=explore)
         for out in outs:
             self.calls += 1
-            if self.calls % 3 == 0:
-                out.action = "clck(12, oops"
+            out.action = self.tamper(out.action, self.calls)
         return outs
+
+
+class GarblingPolicy(_Tampering):
+    """Every third action it emits is not an action at all."""
+
+    def tamper(self, action: str, n: int) -> str:
+        return "clck(12, oops" if n % 3 == 0 else action
+
+
+class OffCharsetPolicy(_Tampering):
+    """Every other action carries a character outside the GUI action space's charset."""
+
+    def tamper(self, action: str, n: int) -> str:
+        return action + "\u2603" if n % 2 == 0 else action
 
 
 class NaNPolicy(TextPointerPolicy):
@@ -44,25 +60,3 @@ class NaNPolicy(TextPointerPolicy):
         if self.version >= self.nan_from and lp.requires_grad:
             return lp * float("nan")
         return lp
-
-
-class OffCharsetPolicy(TextPointerPolicy):
-    """Every other action carries a character outside the GUI action space's charset."""
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.calls = 0
-
-    def act(
-        self,
-        observations: Sequence[Mapping[str, Any]],
-        *,
-        greedy: bool = False,
-        explore: Sequence[float] | None = None,
-    ) -> list[ActOutput]:
-        outs = super().act(observations, greedy=greedy, explore=explore)
-        for out in outs:
-            self.calls += 1
-            if self.calls % 2 == 0:
-                out.action += "\u2603"
-        return outs
