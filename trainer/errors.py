@@ -29,7 +29,3 @@ class TrainingDivergedError(TrainerError):
 
 class PolicyError(TrainerError):
     """The policy itself failed (not the sandbox): the job stops with the cause."""
-
-
-class JobInterrupted(TrainerError):
-    """The job was stopped (signal, budget); its checkpoint is valid."""
