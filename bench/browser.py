@@ -2,19 +2,28 @@
 
 Five MiniWoB++ tasks (``click-button``, ``click-link``, ``click-checkboxes``,
 ``enter-text``, ``login-user``) are played by one scripted policy, with the same
-seeds, on four stacks:
+seeds, on these stacks (``--stacks`` picks; the default is all but the last two
+farm rows):
 
 * ``farm in-process``: ``farm.registry.make("miniwob/<task>")`` in this process,
-  driven through its sync facade (``env.reset`` / ``env.step``);
+  driven through its sync facade (``env.reset`` / ``env.step``), with its
+  defaults: a fresh browser context per episode, frames on demand (these five
+  tasks are still: ``miniwob.ANIMATED_TASKS``);
 * ``farm gRPC``: ``farm serve miniwob/<task>`` as a child process
   (``farm.server.process.ServerProcess``) on a unix socket, driven with
   ``farm.connect`` (the sync gymnasium client, raw images): the served path;
+* ``farm gRPC (reuse page)``: the same with ``reuse_page=True``: an episode
+  restarts on the page already loaded, as the package's own reset does;
+* ``farm in-process (60 Hz)``: the first row with ``unthrottled_frames=False``
+  (frames at 60 Hz, the setting for animated tasks), for comparison;
 * ``miniwob Selenium``: the package's own env,
   ``gymnasium.make("miniwob/<task>-v1")``, headless Chromium via ChromeDriver
   (the same Debian Chromium binary), the baseline;
 * ``miniwob Selenium reload``: the same with ``refresh_freq=1`` (the page is
-  loaded again on every reset, as farm does; the default reuses the page), for
-  reference only.
+  loaded again on every reset, as a fresh context does; the default reuses the
+  page), for reference;
+* ``farm in-process (reuse page)``, ``farm in-process (no spare)``
+  (``spare_contexts=False``): more farm settings, on request.
 
 Equivalent actions: every stack clicks or types into an element named by the
 ref in its *own* element list (farm: the text view, ``click_element(ref)`` /
@@ -33,13 +42,13 @@ Each episode: a timed ``reset(seed=s)``, then the scripted steps, each timed
 waits 300 ms before every call (untimed), as a policy choosing its action
 does; farm prepares the next episode's browser context in such thinking time
 when it is long enough (``env_adapters/browser/idle.py``), the package has
-nothing to prepare. ``farm in-process (no spare)`` is farm without that
-preparation (``spare_contexts=False``), for comparison. Per task all stacks are
+nothing to prepare. Per task all stacks are
 open at once, warmed up with one untimed episode, then run in interleaved
 rounds (one episode per stack per round, rotating the order). A separate part
 times one screenshot (capture + decode into an ``HxWx3`` uint8 array) at
 160x210 and 1280x720: farm's ``ChromiumSandbox.screenshot`` (CDP
-``Page.captureScreenshot``, PNG, Pillow) and, for reference, Selenium's
+``Page.captureScreenshot``, PNG, Pillow) with frames on demand and at 60 Hz,
+and, for reference, Selenium's
 ``get_screenshot_as_png`` + Pillow decode.
 
 Prints tables and writes ``bench/results/browser.json``. Only file:// pages and
@@ -89,10 +98,11 @@ from farm.server.process import ServerProcess
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TASKS = ("click-button", "click-link", "click-checkboxes", "enter-text", "login-user")
-STACKS = (
+STACKS = (  # the default set; STACK_FACTORIES has more
     "farm in-process",
-    "farm in-process (no spare)",
     "farm gRPC",
+    "farm gRPC (reuse page)",
+    "farm in-process (60 Hz)",
     "miniwob Selenium",
     "miniwob Selenium reload",
 )
@@ -278,33 +288,32 @@ class FarmStack(Stack):
         return shot.shape == TASK_SHAPE and shot.dtype == np.uint8 and bool(obs[0]["text"])
 
 
-@contextlib.contextmanager
-def farm_in_process(task: str, _sock_dir: str) -> Iterator[Stack]:
-    env = make(f"miniwob/{task}")
-    try:
-        yield FarmStack(env, "farm in-process")
-    finally:
-        env.close()
-
-
-@contextlib.contextmanager
-def farm_in_process_no_spare(task: str, _sock_dir: str) -> Iterator[Stack]:
-    env = make(f"miniwob/{task}", spare_contexts=False)
-    try:
-        yield FarmStack(env, "farm in-process (no spare)")
-    finally:
-        env.close()
-
-
-@contextlib.contextmanager
-def farm_grpc(task: str, sock_dir: str) -> Iterator[Stack]:
-    address = f"unix://{os.path.join(sock_dir, f'{task}.sock')}"
-    with ServerProcess(f"miniwob/{task}", address=address) as srv:
-        env = farm.connect(srv.address)
+def _farm_in_process(name: str, env_kwargs: dict[str, Any]) -> Callable[[str, str], Any]:
+    @contextlib.contextmanager
+    def stack(task: str, _sock_dir: str) -> Iterator[Stack]:
+        env = make(f"miniwob/{task}", **env_kwargs)
         try:
-            yield FarmStack(env, "farm gRPC")
+            yield FarmStack(env, name)
         finally:
             env.close()
+
+    return stack
+
+
+def _farm_grpc(name: str, env_kwargs: dict[str, Any]) -> Callable[[str, str], Any]:
+    @contextlib.contextmanager
+    def stack(task: str, sock_dir: str) -> Iterator[Stack]:
+        sock = f"{task}-{'-'.join(sorted(env_kwargs))}.sock"
+        address = f"unix://{os.path.join(sock_dir, sock)}"
+        kwargs = json.dumps(env_kwargs) if env_kwargs else None
+        with ServerProcess(f"miniwob/{task}", address=address, env_kwargs=kwargs) as srv:
+            env = farm.connect(srv.address)
+            try:
+                yield FarmStack(env, name)
+            finally:
+                env.close()
+
+    return stack
 
 
 class PackageStack(Stack):
@@ -373,9 +382,18 @@ def _miniwob_selenium(refresh: bool) -> Callable[[str, str], Any]:
 
 
 STACK_FACTORIES: dict[str, Callable[[str, str], Any]] = {
-    "farm in-process": farm_in_process,
-    "farm in-process (no spare)": farm_in_process_no_spare,
-    "farm gRPC": farm_grpc,
+    "farm in-process": _farm_in_process("farm in-process", {}),
+    "farm in-process (no spare)": _farm_in_process(
+        "farm in-process (no spare)", {"spare_contexts": False}
+    ),
+    "farm in-process (60 Hz)": _farm_in_process(
+        "farm in-process (60 Hz)", {"unthrottled_frames": False}
+    ),
+    "farm in-process (reuse page)": _farm_in_process(
+        "farm in-process (reuse page)", {"reuse_page": True}
+    ),
+    "farm gRPC": _farm_grpc("farm gRPC", {}),
+    "farm gRPC (reuse page)": _farm_grpc("farm gRPC (reuse page)", {"reuse_page": True}),
     BASELINE: _miniwob_selenium(refresh=False),
     RELOAD_STACK: _miniwob_selenium(refresh=True),
 }
@@ -532,10 +550,13 @@ def time_screenshots(size: str, shots: int, rounds: int, console: Console) -> li
     label, w, h, ww, wh = SHOT_SIZES[size]
     rows: list[dict[str, Any]] = []
     loop = asyncio.new_event_loop()
-    env = make("miniwob/click-button", width=w, height=h, window_width=ww, window_height=wh)
+    size_kw = {"width": w, "height": h, "window_width": ww, "window_height": wh}
+    env = make("miniwob/click-button", unthrottled_frames=True, **size_kw)
+    env60 = make("miniwob/click-button", unthrottled_frames=False, **size_kw)
     driver = None
     try:
         loop.run_until_complete(env.areset(seed=0))
+        loop.run_until_complete(env60.areset(seed=0))
         driver = _selenium_driver(ww, wh)
         driver.get((HTML_DIR / "click-button.html").as_uri())
         driver.execute_script(_START_JS)
@@ -544,6 +565,10 @@ def time_screenshots(size: str, shots: int, rounds: int, console: Console) -> li
         def farm_shot() -> np.ndarray:
             with env.sandbox.busy():  # no spare context is prepared while timing
                 return loop.run_until_complete(env.sandbox.screenshot())
+
+        def farm_shot_60hz() -> np.ndarray:
+            with env60.sandbox.busy():
+                return loop.run_until_complete(env60.sandbox.screenshot())
 
         png_sizes: list[int] = []
 
@@ -554,7 +579,11 @@ def time_screenshots(size: str, shots: int, rounds: int, console: Console) -> li
                 pixels = np.asarray(img.convert("RGB"))
             return np.array(pixels[:h, :w])
 
-        impls = {"farm CDP capture + decode": farm_shot, "Selenium PNG + decode": selenium_shot}
+        impls = {
+            "farm, frames on demand": farm_shot,
+            "farm, 60 Hz frames": farm_shot_60hz,
+            "Selenium PNG + decode": selenium_shot,
+        }
         samples: dict[str, list[int]] = {k: [] for k in impls}
         last: dict[str, np.ndarray] = {}
         for fn in impls.values():  # warm-up
@@ -592,6 +621,7 @@ def time_screenshots(size: str, shots: int, rounds: int, console: Console) -> li
         if driver is not None:
             driver.quit()
         loop.run_until_complete(env.aclose())
+        loop.run_until_complete(env60.aclose())
         loop.close()
     return rows
 
@@ -782,7 +812,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, help="timed episodes per task and stack (default 12)")
     p.add_argument("--seed-base", type=int, default=0, help="episodes use seeds base, base+1, ...")
     p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated subset of {TASKS}")
-    p.add_argument("--stacks", default=",".join(STACKS), help=f"comma-separated subset of {STACKS}")
+    p.add_argument(
+        "--stacks", default=",".join(STACKS), help=f"comma-separated, of {list(STACK_FACTORIES)}"
+    )
     p.add_argument(
         "--shots", type=int, help="timed screenshots per size and implementation (default 100)"
     )

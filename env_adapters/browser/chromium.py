@@ -156,6 +156,7 @@ class ChromiumSandbox:
         self.executable_path = executable_path
         self.headless = headless
         self.extra_args = tuple(extra_args)
+        self.unthrottled_frames = unthrottled_frames
         if unthrottled_frames:
             self.extra_args = ("--disable-frame-rate-limit", *self.extra_args)
         self._pw: Playwright | None = None

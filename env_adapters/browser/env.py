@@ -253,9 +253,11 @@ class BrowserEnv(GuiEnv):
         spare_contexts: prepare the next episode's context (and page) in the
             sandbox's idle time (see :mod:`env_adapters.browser.chromium`); off: each
             reset opens and loads its context itself.
-        unthrottled_frames: draw frames on demand rather than at 60 Hz (faster
-            screenshots; only for pages that do not animate without end: see
-            :class:`~env_adapters.browser.chromium.ChromiumSandbox`).
+        unthrottled_frames: draw frames on demand rather than at 60 Hz (a screenshot
+            then waits 5-15 ms for its frame instead of 15-35 ms; see
+            :class:`~env_adapters.browser.chromium.ChromiumSandbox`). It costs CPU only
+            on pages that animate without end, so the default (None) is the task's
+            ``setup["still"]``: on for tasks declared still, off otherwise.
         reuse_page: start an episode of the same task on the page of the previous one
             when its page task is ``restartable`` and the page is intact (as the
             ``miniwob`` package does: one page load per browser, then
@@ -285,7 +287,7 @@ class BrowserEnv(GuiEnv):
         page_task: PageTask | None = None,
         executable_path: str = DEFAULT_EXECUTABLE,
         headless: bool = True,
-        unthrottled_frames: bool = False,
+        unthrottled_frames: bool | None = None,
         spare_contexts: bool = True,
         reuse_page: bool = False,
         keep_pages: int = 8,
@@ -308,7 +310,11 @@ class BrowserEnv(GuiEnv):
             window_height=window_height,
             executable_path=executable_path,
             headless=headless,
-            unthrottled_frames=unthrottled_frames,
+            unthrottled_frames=(
+                bool(task.setup.get("still", False))
+                if unthrottled_frames is None
+                else unthrottled_frames
+            ),
             keep_pages=keep_pages if reuse_page else 0,
         )
         self._refs: tuple[int, ...] = ()
@@ -441,7 +447,8 @@ class BrowserEnv(GuiEnv):
             self.sandbox.prepare_spare(
                 self.url, timeout_s=self.op_timeout_s, preload=self._preload_script()
             )
-        return obs, {**info, "browser_context": self.sandbox.last_open}
+        frames = "on demand" if self.sandbox.unthrottled_frames else "60 Hz"
+        return obs, {**info, "browser_context": self.sandbox.last_open, "frames": frames}
 
     def _preload_script(self) -> str | None:
         return seeded_random_js(0) if self.page_task.preload else None
