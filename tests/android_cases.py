@@ -24,6 +24,7 @@ from env_adapters.android import oracles
 from env_adapters.android.device import AdbServer
 from env_adapters.android.env import AndroidEnv
 from env_adapters.android.tasks import FEASIBLE, INFEASIBLE, SPECS
+from env_adapters.gui.textview import Element
 from farm.registry import make
 
 __all__ = [
@@ -86,7 +87,7 @@ def meta(obs: dict[str, Any]) -> dict[str, Any]:
     return json.loads(obs["metadata"])
 
 
-def element(obs: dict[str, Any], name: str, role: str | None = None) -> oracles.El:
+def element(obs: dict[str, Any], name: str, role: str | None = None) -> Element:
     ref = ref_of(obs, name, role)
     return next(e for e in oracles.parse_view(obs["text"]) if e.ref == ref)
 

@@ -64,9 +64,9 @@ def test_parse_line_all_fields() -> None:
         box=(2, -3, 150, 19),
         value="a]b",
         options=("a]b", "c, d"),
-        focused=True,
-        disabled=True,
+        flags=("focused", "disabled"),
     )
+    assert e.focused and e.disabled
     assert e.center == (77, 6)
     assert e.visible_center(160, 210) == (76, 7)
 

@@ -16,12 +16,12 @@ from gymnasium.utils.env_checker import check_env
 import farm
 from env_adapters.gui import actions as A
 from env_adapters.gui import spaces as S
+from env_adapters.gui.textview import parse_text_view
 from env_adapters.toy.gui import (
     FEASIBLE_TASKS,
     TASKS,
     ToyGuiEnv,
     oracle_action,
-    parse_text_view,
 )
 from env_adapters.toy.latency import Latency
 from farm.errors import ConfigError, FailedPreconditionError, InvalidArgumentError
@@ -32,9 +32,9 @@ SEEDS = range(12)
 
 
 def ref_of(obs: dict[str, Any], role: str, name: str | None = None) -> int:
-    for ref, r, n, _ in parse_text_view(obs["text"]):
-        if r == role and (name is None or n == name):
-            return ref
+    for el in parse_text_view(obs["text"]):
+        if el.role == role and (name is None or el.name == name):
+            return el.ref
     raise AssertionError(f"no {role} {name!r} in\n{obs['text']}")
 
 
@@ -114,17 +114,17 @@ def test_wrong_endings_score_minus_one() -> None:
     for seed in SEEDS:
         obs, _ = env.reset(seed=seed, options={"task": "click-button"})
         right = oracle_action(obs)
-        buttons = [r for r, role, _, _ in parse_text_view(obs["text"]) if role == "button"]
+        buttons = [e.ref for e in parse_text_view(obs["text"]) if e.role == "button"]
         wrong = next(f"click_element({r})" for r in buttons if f"click_element({r})" != right)
         _, reward, terminated, _, info = env.step(wrong)
         assert (reward, terminated) == (-1.0, True) and "wrong" in info["reason"]
     obs, _ = env.reset(seed=0, options={"task": "click-tab"})
-    tab = next(r for r, role, _, _ in parse_text_view(obs["text"]) if role == "tab")
+    tab = next(e.ref for e in parse_text_view(obs["text"]) if e.role == "tab")
     if f"click_element({tab})" == oracle_action(obs):
         tab += 1
     assert env.step(f"click_element({tab})")[1:3] == (-1.0, True)
     obs, _ = env.reset(seed=0, options={"task": "click-link"})
-    spans = [r for r, role, _, _ in parse_text_view(obs["text"]) if role == "span"]
+    spans = [e.ref for e in parse_text_view(obs["text"]) if e.role == "span"]
     wrong = next(
         f"click_element({r})" for r in spans if f"click_element({r})" != oracle_action(obs)
     )
@@ -137,9 +137,7 @@ def test_wrong_endings_score_minus_one() -> None:
     assert env.step(f"click_element({ref_of(obs, 'button', 'Submit')})")[1:3] == (-1.0, True)
     # a distractor is 0 and the episode goes on; fail() on a feasible task ends it with 0
     obs, _ = env.reset(seed=0, options={"task": "click-button"})
-    distractor = next(
-        r for r, role, _, _ in parse_text_view(obs["text"]) if role == "div" and r > 1
-    )
+    distractor = next(e.ref for e in parse_text_view(obs["text"]) if e.role == "div" and e.ref > 1)
     assert env.step(f"click_element({distractor})")[1:4] == (0.0, False, False)
     _, reward, terminated, _, info = env.step("fail()")
     assert (reward, terminated, info["declared"]) == (0.0, True, "fail")

@@ -25,55 +25,21 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from env_adapters.gui import oracles as gui_oracles
 from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.textview import Element, TextViewError, read_line
 
-_LINE = re.compile(
-    r'^\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")(?: value=("(?:[^"\\]|\\.)*"))?((?: [\w-]+)*)'
-    r" @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
-)
 LAUNCHER = "com.android.launcher3"
 
 
-@dataclass(frozen=True)
-class El:
-    """A line of the Android text view."""
-
-    ref: int
-    role: str
-    name: str
-    value: str | None
-    flags: tuple[str, ...]
-    box: tuple[int, int, int, int]
-
-    @property
-    def center(self) -> tuple[int, int]:
-        x, y, w, h = self.box
-        return x + w // 2, y + h // 2
-
-
-def parse_view(text: str) -> list[El]:
-    found = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            raise OracleError(f"not a text view line: {line!r}")
-        found.append(
-            El(
-                ref=int(m.group(1)),
-                role=m.group(2),
-                name=json.loads(m.group(3)),
-                value=json.loads(m.group(4)) if m.group(4) is not None else None,
-                flags=tuple(m.group(5).split()),
-                box=tuple(int(m.group(i)) for i in range(6, 10)),  # type: ignore[arg-type]
-            )
-        )
-    return found
+def parse_view(text: str) -> list[Element]:
+    """The elements of an Android text view (:class:`OracleError` for a line that is not one)."""
+    try:
+        return [read_line(line) for line in text.splitlines() if line.strip()]
+    except TextViewError as e:
+        raise OracleError(str(e)) from None
 
 
 class Screen:
@@ -86,7 +52,7 @@ class Screen:
             self.meta = {}
         self.package = self.meta.get("package")
 
-    def find(self, name: str, role: str | tuple[str, ...] | None = None) -> El | None:
+    def find(self, name: str, role: str | tuple[str, ...] | None = None) -> Element | None:
         roles = (role,) if isinstance(role, str) else role
         return next(
             (e for e in self.elements if e.name == name and (roles is None or e.role in roles)),
@@ -131,11 +97,11 @@ class Oracle:
         raise NotImplementedError
 
 
-def click(el: El) -> str:
+def click(el: Element) -> str:
     return f"click_element({el.ref})"
 
 
-def type_into(el: El, text: str) -> str:
+def type_into(el: Element, text: str) -> str:
     return f"type_element({el.ref}, {json.dumps(text)})"
 
 

@@ -16,7 +16,8 @@ exercised; :data:`ENCODING` says which. Where the page changes on its own
 instruction asks for something the page does not show (the
 ``miniwob/<task>-infeasible`` variants) they answer ``fail()``.
 
-:func:`parse_text_view` turns the text view into :class:`Element` records;
+:func:`parse_text_view` turns the text view into :class:`Element` records (the
+strict reader of :mod:`env_adapters.gui.textview`, with MiniWoB's flags);
 :func:`run_episode` plays one episode. From the shell::
 
     python -m env_adapters.browser.oracles miniwob/click-tab --seeds 10 [--address ADDR]
@@ -24,17 +25,17 @@ instruction asks for something the page does not show (the
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from env_adapters.gui import actions as A
 from env_adapters.gui import oracles as gui_oracles
+from env_adapters.gui import textview
 from env_adapters.gui.oracles import OracleError
-from env_adapters.gui.spaces import visible_center
+from env_adapters.gui.textview import Element
+from env_adapters.gui.textview import TextViewError as TextViewError  # what parse_line raises
 
 #: the observed area of MiniWoB envs when the screenshot does not say
 DEFAULT_SIZE = (160, 210)
@@ -43,98 +44,19 @@ QUERY_HEIGHT = 50
 
 # ---------------------------------------------------------------- the text view
 
-
-@dataclass(frozen=True)
-class Element:
-    """One line of the text view."""
-
-    ref: int
-    role: str
-    name: str
-    box: tuple[int, int, int, int]  # x, y, w, h in screenshot pixels
-    value: str | None = None
-    options: tuple[str, ...] | None = None
-    cls: str | None = None
-    focused: bool = False
-    disabled: bool = False
-
-    @property
-    def checked(self) -> bool:
-        return self.value == "checked"
-
-    @property
-    def center(self) -> tuple[int, int]:
-        x, y, w, h = self.box
-        return x + w // 2, y + h // 2
-
-    def visible_center(self, width: int, height: int) -> tuple[int, int] | None:
-        """The centre of the part of the box inside a ``width x height`` screen."""
-        return visible_center(self.box, width, height)
-
-
-class TextViewError(ValueError):
-    """A text-view line that does not have the documented form."""
-
-
-_HEAD = re.compile(r"\[(\d+)\] (\S+) ")
-_BOX = re.compile(r"@\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)")
-_JSON = json.JSONDecoder()
+#: the flags of MiniWoB's text view (a line with another one is not understood)
+FLAGS = ("focused", "disabled")
 
 
 def parse_line(line: str) -> Element:
     """``[ref] role "name" [class=".."] [value=".."] [options=[..]] [focused] [disabled]
-    @(x,y,w,h)`` -> :class:`Element`."""
-    m = _HEAD.match(line)
-    if m is None:
-        raise TextViewError(f"not a text-view line: {line!r}")
-    ref, role = int(m.group(1)), m.group(2)
-    try:
-        name, pos = _JSON.raw_decode(line, m.end())
-    except json.JSONDecodeError as e:
-        raise TextViewError(f"bad name in {line!r}: {e}") from None
-    fields: dict[str, Any] = {}
-    while True:
-        while line.startswith(" ", pos):
-            pos += 1
-        box = _BOX.match(line, pos)
-        if box is not None:
-            if line[box.end() :].strip():
-                raise TextViewError(f"text after the box in {line!r}")
-            break
-        for key in ("class", "value", "options"):
-            if line.startswith(key + "=", pos):
-                try:
-                    fields[key], pos = _JSON.raw_decode(line, pos + len(key) + 1)
-                except json.JSONDecodeError as e:
-                    raise TextViewError(f"bad {key} in {line!r}: {e}") from None
-                break
-        else:
-            flag = re.compile(r"(focused|disabled)(?= |@)").match(line, pos)
-            if flag is None:
-                raise TextViewError(f"cannot parse {line[pos:]!r} in {line!r}")
-            fields[flag.group(1)] = True
-            pos = flag.end()
-    options = fields.get("options")
-    return Element(
-        ref=ref,
-        role=role,
-        name=name,
-        box=(int(box.group(1)), int(box.group(2)), int(box.group(3)), int(box.group(4))),
-        value=fields.get("value"),
-        options=tuple(options) if options is not None else None,
-        cls=fields.get("class"),
-        focused=bool(fields.get("focused")),
-        disabled=bool(fields.get("disabled")),
-    )
+    @(x,y,w,h)`` -> :class:`Element` (:class:`TextViewError` otherwise)."""
+    return textview.read_line(line, flags=FLAGS)
 
 
 def parse_text_view(text: str) -> list[Element]:
     """Every element line of a text view (the closing "... N more" line is skipped)."""
-    return [
-        parse_line(line)
-        for line in text.splitlines()
-        if line.strip() and not line.startswith("... ")
-    ]
+    return textview.read_text_view(text, flags=FLAGS)
 
 
 class View:

@@ -24,7 +24,6 @@ From the shell::
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -35,29 +34,12 @@ from typing import Any, ClassVar
 from env_adapters.gui import actions as A
 from env_adapters.gui import oracles as gui_oracles
 from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.textview import Element, TextViewError, read_line
 
 # ---------------------------------------------------------------- the text view
 
-_LINE = re.compile(
-    r'\[(\d+)\] window ("(?:[^"\\]|\\.)*") class=("(?:[^"\\]|\\.)*")'
-    r"( focused)?( minimized)? @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
-)
-_WIDGET = re.compile(
-    r'\s+\[(\d+)\] (\S+) ("(?:[^"\\]|\\.)*")(?: value=("(?:[^"\\]|\\.)*"))?((?: \w+)*)'
-    r" @\((-?\d+),(-?\d+),(-?\d+),(-?\d+)\)$"
-)
-
-
-@dataclass(frozen=True)
-class Widget:
-    """A widget line of the desktop text view (indented under its window)."""
-
-    ref: int
-    role: str
-    name: str
-    value: str | None
-    flags: tuple[str, ...]
-    box: tuple[int, int, int, int]
+#: the flags of a window line (its widget lines may have any)
+WINDOW_FLAGS = ("focused", "minimized")
 
 
 @dataclass(frozen=True)
@@ -70,14 +52,14 @@ class Win:
     focused: bool
     minimized: bool
     box: tuple[int, int, int, int]
-    widgets: tuple[Widget, ...] = ()
+    widgets: tuple[Element, ...] = ()
 
     @property
     def center(self) -> tuple[int, int]:
         x, y, w, h = self.box
         return x + w // 2, y + h // 2
 
-    def widget(self, role: str | tuple[str, ...], name: str | None = None) -> Widget | None:
+    def widget(self, role: str | tuple[str, ...], name: str | None = None) -> Element | None:
         roles = (role,) if isinstance(role, str) else role
         return next(
             (w for w in self.widgets if w.role in roles and (name is None or w.name == name)),
@@ -88,7 +70,7 @@ class Win:
 def parse_windows(text: str) -> list[Win]:
     """The window lines of a desktop text view, each with its widget lines."""
     found: list[Win] = []
-    widgets: list[Widget] = []
+    widgets: list[Element] = []
 
     def close() -> None:
         if found and widgets:
@@ -98,33 +80,27 @@ def parse_windows(text: str) -> list[Win]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        if line[0].isspace():
-            w = _WIDGET.match(line)
-            if w is None or not found:
-                raise OracleError(f"not a widget line: {line!r}")
-            widgets.append(
-                Widget(
-                    ref=int(w.group(1)),
-                    role=w.group(2),
-                    name=json.loads(w.group(3)),
-                    value=json.loads(w.group(4)) if w.group(4) is not None else None,
-                    flags=tuple(w.group(5).split()),
-                    box=(int(w.group(6)), int(w.group(7)), int(w.group(8)), int(w.group(9))),
-                )
-            )
+        widget = line[0].isspace()
+        try:
+            el = read_line(line, flags=None if widget else WINDOW_FLAGS)
+        except TextViewError as e:
+            raise OracleError(f"not a {'widget' if widget else 'window'} line: {e}") from None
+        if widget:
+            if not found:
+                raise OracleError(f"a widget line before any window: {line!r}")
+            widgets.append(el)
             continue
-        m = _LINE.match(line)
-        if m is None:
+        if el.role != "window":
             raise OracleError(f"not a window line: {line!r}")
         close()
         found.append(
             Win(
-                ref=int(m.group(1)),
-                title=json.loads(m.group(2)),
-                wm_class=json.loads(m.group(3)),
-                focused=bool(m.group(4)),
-                minimized=bool(m.group(5)),
-                box=(int(m.group(6)), int(m.group(7)), int(m.group(8)), int(m.group(9))),
+                ref=el.ref,
+                title=el.name,
+                wm_class=el.cls,
+                focused=el.focused,
+                minimized="minimized" in el.flags,
+                box=el.box,
             )
         )
     close()
@@ -154,7 +130,7 @@ class View:
 # ---------------------------------------------------------------- action text
 
 
-def click_element(w: Win | Widget) -> str:
+def click_element(w: Win | Element) -> str:
     return A.format_action(A.ClickElement(w.ref))
 
 

@@ -57,6 +57,7 @@ from env_adapters.gui import actions as A
 from env_adapters.gui.env import GuiEnv
 from env_adapters.gui.keys import parse_combo
 from env_adapters.gui.tasks import TaskSpec, choose_task, did_you_mean
+from env_adapters.gui.textview import parse_text_view
 from env_adapters.toy.latency import Latency
 from farm.errors import ConfigError
 
@@ -528,22 +529,6 @@ def _strip(name: str) -> str:
 
 # ---------------------------------------------------------------- oracle
 
-_LINE = re.compile(
-    r'^\[(?P<ref>\d+)\] (?P<role>\S+) (?P<name>"(?:[^"\\]|\\.)*")'
-    r'(?: value=(?P<value>"(?:[^"\\]|\\.)*"))?(?P<focused> focused)? @\('
-)
-
-
-def parse_text_view(text: str) -> list[tuple[int, str, str, str | None]]:
-    """``(ref, role, name, value)`` of each line of a text view."""
-    found = []
-    for line in text.splitlines():
-        m = _LINE.match(line.strip())
-        if m is not None:
-            value = json.loads(m["value"]) if m["value"] is not None else None
-            found.append((int(m["ref"]), m["role"], json.loads(m["name"]), value))
-    return found
-
 
 def oracle_action(obs: Mapping[str, Any]) -> str:
     """The next action (text form) of a scripted solution of a ``toy/gui`` task, from the
@@ -552,7 +537,7 @@ def oracle_action(obs: Mapping[str, Any]) -> str:
     elements = parse_text_view(str(obs["text"]))
 
     def ref(role: str, name: str) -> int | None:
-        return next((r for r, ro, n, _ in elements if ro == role and n == name), None)
+        return next((e.ref for e in elements if e.role == role and e.name == name), None)
 
     def click(role: str, name: str) -> str:
         found = ref(role, name)
@@ -566,18 +551,18 @@ def oracle_action(obs: Mapping[str, Any]) -> str:
         return click("tab", f"Tab #{m[1]}")
     if m := re.fullmatch(r"Select (.*) and click Submit\.", instruction):
         wanted = set(m[1].split(", "))
-        for r, role, name, value in elements:
-            if role == "checkbox" and (value == "checked") != (name in wanted):
-                return f"click_element({r})"
+        for e in elements:
+            if e.role == "checkbox" and e.checked != (e.name in wanted):
+                return f"click_element({e.ref})"
         return click("button", "Submit")
     if m := re.fullmatch(r'Enter "(.*)" into the text field and press Submit\.', instruction):
-        box = next(((r, v) for r, ro, _, v in elements if ro == "textbox"), None)
+        box = next((e for e in elements if e.role == "textbox"), None)
         if box is None:
             return "fail()"
-        if box[1] != m[1]:
-            return f"type_element({box[0]}, {json.dumps(m[1])})"
+        if box.value != m[1]:
+            return f"type_element({box.ref}, {json.dumps(m[1])})"
         return click("button", "Submit")
     if instruction == "Focus into the textbox.":
-        box_ref = next((r for r, ro, _, _ in elements if ro == "textbox"), None)
+        box_ref = next((e.ref for e in elements if e.role == "textbox"), None)
         return "fail()" if box_ref is None else f"click_element({box_ref})"
     return "fail()"
