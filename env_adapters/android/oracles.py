@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from env_adapters.gui import oracles as gui_oracles
-from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.oracles import DeclareInfeasible, OracleError, click_element, type_element
 from env_adapters.gui.textview import Element, TextViewError, read_line
 
 LAUNCHER = "com.android.launcher3"
@@ -97,14 +97,6 @@ class Oracle:
         raise NotImplementedError
 
 
-def click(el: Element) -> str:
-    return f"click_element({el.ref})"
-
-
-def type_into(el: Element, text: str) -> str:
-    return f"type_element({el.ref}, {json.dumps(text)})"
-
-
 class SettingOracle(Oracle):
     package, app_label = "com.android.settings", "Settings"
     PAGES = {
@@ -120,9 +112,9 @@ class SettingOracle(Oracle):
         label, want = m.group(1), m.group(2)
         switch = screen.find(label, "switch")
         if switch is not None:
-            return "done()" if switch.value == want else click(switch)
+            return "done()" if switch.value == want else click_element(switch)
         row = screen.find(self.PAGES[label])
-        return click(row) if row is not None else 'key("back")'
+        return click_element(row) if row is not None else 'key("back")'
 
 
 class ContactsAddOracle(Oracle):
@@ -140,10 +132,10 @@ class ContactsAddOracle(Oracle):
                 if box is None:
                     raise OracleError(f"the editor has no {hint} field")
                 if box.value != want:
-                    return type_into(box, want)
-            return click(screen.find("Save", "button") or _missing("Save"))
+                    return type_element(box, want)
+            return click_element(screen.find("Save", "button") or _missing("Save"))
         create = screen.find("Create contact", "button")
-        return click(create) if create is not None else 'key("back")'
+        return click_element(create) if create is not None else 'key("back")'
 
 
 class ContactsDeleteOracle(Oracle):
@@ -152,17 +144,17 @@ class ContactsDeleteOracle(Oracle):
     def plan(self, screen: Screen) -> str:
         target = _match(r'Delete the contact "(.+)" and', screen.instruction).group(1)
         if screen.find("Delete this contact?") is not None:
-            return click(screen.find("Delete", "button") or _missing("Delete"))
+            return click_element(screen.find("Delete", "button") or _missing("Delete"))
         menu_item = screen.find("Delete", "text")
         if menu_item is not None:
-            return click(menu_item)
+            return click_element(menu_item)
         more = screen.find("More options", "button")
         if more is not None:
             on_target = screen.find(target, "text") is not None
-            return click(more) if on_target else 'key("back")'
+            return click_element(more) if on_target else 'key("back")'
         if screen.find("Contacts", "text") is not None:
             row = screen.find(target, "view")
-            return click(row) if row is not None else "done()"
+            return click_element(row) if row is not None else "done()"
         return 'key("back")'
 
 
@@ -176,21 +168,21 @@ class ClockAddOracle(Oracle):
             for hint, want in (("hour", hour), ("minute", minute)):
                 box = screen.find(hint, "textbox") or _missing(hint)
                 if box.value != want:
-                    return type_into(box, want)
+                    return type_element(box, want)
             radio = screen.find(half, "radio") or _missing(half)
             if radio.value != "on":
-                return click(radio)
-            return click(screen.find("OK", "button") or _missing("OK"))
+                return click_element(radio)
+            return click_element(screen.find("OK", "button") or _missing("OK"))
         if screen.find("Select time") is not None:
             switch = screen.find("Switch to text input mode for the time input.")
-            return click(switch or _missing("the text input mode button"))
+            return click_element(switch or _missing("the text input mode button"))
         alarm = screen.find(f"{hour}:{minute} {half} alarm", "switch")
         if alarm is not None and alarm.value == "on":
             return "done()"
         tab = screen.find("Alarm", "text")
         if tab is not None and "selected" not in tab.flags:
-            return click(tab)
-        return click(screen.find("Add alarm", "button") or _missing("Add alarm"))
+            return click_element(tab)
+        return click_element(screen.find("Add alarm", "button") or _missing("Add alarm"))
 
 
 class ClockDisableOracle(Oracle):
@@ -201,8 +193,12 @@ class ClockDisableOracle(Oracle):
         alarm = screen.find(f"{when} alarm", "switch")
         if alarm is None:
             tab = screen.find("Alarm", "text")
-            return click(tab) if tab is not None and "selected" not in tab.flags else 'key("back")'
-        return click(alarm) if alarm.value == "on" else "done()"
+            return (
+                click_element(tab)
+                if tab is not None and "selected" not in tab.flags
+                else 'key("back")'
+            )
+        return click_element(alarm) if alarm.value == "on" else "done()"
 
 
 class FilesDeleteOracle(Oracle):
@@ -211,14 +207,16 @@ class FilesDeleteOracle(Oracle):
     def plan(self, screen: Screen) -> str:
         target = _match(r'Delete the file "(.+)" from', screen.instruction).group(1)
         if any(re.fullmatch(r"Delete \d+ items?\?", e.name) for e in screen.elements):
-            return click(screen.find("OK", "button") or _missing("OK"))
+            return click_element(screen.find("OK", "button") or _missing("OK"))
         row = screen.find(target, "view")
         selecting = any(re.fullmatch(r"\d+ selected", e.name) for e in screen.elements)
         if selecting:
             if row is not None and "selected" in row.flags:
-                return click(screen.find("Delete", "button") or _missing("Delete"))
+                return click_element(screen.find("Delete", "button") or _missing("Delete"))
             return (
-                click(row) if row is not None else click(screen.find("Close") or _missing("Close"))
+                click_element(row)
+                if row is not None
+                else click_element(screen.find("Close") or _missing("Close"))
             )
         if screen.find("Downloads", "text") is None:
             return 'key("back")'
@@ -236,18 +234,18 @@ class FilesFolderOracle(Oracle):
         box = screen.find("Folder name", "textbox")
         if box is not None:
             return (
-                type_into(box, folder)
+                type_element(box, folder)
                 if box.value != folder
-                else click(screen.find("OK", "button") or _missing("OK"))
+                else click_element(screen.find("OK", "button") or _missing("OK"))
             )
         item = screen.find("New folder", "text")
         if item is not None:
-            return click(item)
+            return click_element(item)
         if screen.find("Downloads", "text") is None:
             return 'key("back")'
         if screen.find(folder, "view") is not None:
             return "done()"
-        return click(screen.find("More options", "button") or _missing("More options"))
+        return click_element(screen.find("More options", "button") or _missing("More options"))
 
 
 class BrowserOracle(Oracle):
@@ -261,16 +259,8 @@ class BrowserOracle(Oracle):
         if field.value == url and loaded and "focused" not in field.flags:
             return "done()"
         if field.value != url:
-            return type_into(field, url)
+            return type_element(field, url)
         return 'key("Enter")'
-
-
-class Infeasible:
-    def reset(self) -> None:
-        pass
-
-    def act(self, obs: dict[str, Any]) -> str:
-        return "fail()"
 
 
 def _missing(what: str) -> Any:
@@ -292,8 +282,8 @@ FEASIBLE_ORACLES = {
     "android/browser-open-page": BrowserOracle,
 }
 INFEASIBLE_ORACLES = {
-    "android/settings-5g-infeasible": Infeasible,
-    "android/contacts-sync-infeasible": Infeasible,
+    "android/settings-5g-infeasible": DeclareInfeasible,
+    "android/contacts-sync-infeasible": DeclareInfeasible,
 }
 SUITE = gui_oracles.OracleSuite(
     FEASIBLE_ORACLES,

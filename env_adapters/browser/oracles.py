@@ -25,15 +25,26 @@ strict reader of :mod:`env_adapters.gui.textview`, with MiniWoB's flags);
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, ClassVar
 
-from env_adapters.gui import actions as A
 from env_adapters.gui import oracles as gui_oracles
 from env_adapters.gui import textview
-from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.oracles import (
+    FAIL,
+    OracleError,
+    Policy,
+    PolicyOracle,
+    click,
+    click_element,
+    key,
+    scroll,
+    select_element,
+    type_element,
+    type_text,
+    wait,
+)
 from env_adapters.gui.textview import Element
 from env_adapters.gui.textview import TextViewError as TextViewError  # what parse_line raises
 
@@ -108,112 +119,28 @@ class View:
 # ---------------------------------------------------------------- action text
 
 
-def click(x: int, y: int) -> str:
-    return A.format_action(A.Click(int(x), int(y)))
-
-
 def click_at(view: View, element: Element) -> str:
     """A pixel click on the centre of ``element``'s visible part."""
     return click(*view.point(element))
 
 
-def click_element(element: Element) -> str:
-    return A.format_action(A.ClickElement(element.ref))
-
-
-def type_element(element: Element, text: str) -> str:
-    return A.format_action(A.TypeElement(element.ref, text))
-
-
-def select_element(element: Element, option: str) -> str:
-    return A.format_action(A.SelectElement(element.ref, option))
-
-
-def type_text(text: str) -> str:
-    return A.format_action(A.TypeText(text))
-
-
-def key(combo: str) -> str:
-    return A.format_action(A.Key(combo))
-
-
-def scroll(x: int, y: int, dx: int, dy: int) -> str:
-    return A.format_action(A.Scroll(int(x), int(y), int(dx), int(dy)))
-
-
-def wait(ms: int) -> str:
-    return A.format_action(A.Wait(int(ms)))
-
-
-DONE, FAIL = "done()", "fail()"
-
 # ---------------------------------------------------------------- oracles
 
 
-#: a policy body: yields actions, receives the observation after each
-Policy = Generator[str, dict[str, Any], None]
+class Oracle(PolicyOracle[View]):
+    """Base of the MiniWoB++ policies (:class:`~env_adapters.gui.oracles.PolicyOracle`)."""
 
-
-class Oracle:
-    """Base of the scripted policies.
-
-    Subclasses write :meth:`policy` as a generator: it gets the first
-    observation, ``yield``s an action and receives the next observation as the
-    value of the ``yield``. When it returns, the oracle answers ``done()``.
-    """
-
-    task: ClassVar[str] = ""
     #: "refs", "coords" or "mixed": how the oracle addresses elements
     encoding: ClassVar[str] = "refs"
 
-    def __init__(self) -> None:
-        self.reset()
+    def read(self, obs: dict[str, Any]) -> View:
+        return View(obs)
 
-    def reset(self) -> None:
-        """Forget the episode (call between episodes, or make a new oracle)."""
-        self._policy: Policy | None = None
-        self._finished = False
+    def not_ready(self, view: View, ms: int) -> str:
+        return f"the page did not get ready within {ms} ms"
 
-    def act(self, obs: dict[str, Any]) -> str:
-        """The action for this observation."""
-        if self._finished:
-            return DONE
-        try:
-            if self._policy is None:
-                self._policy = self.policy(obs)
-                return next(self._policy)
-            return self._policy.send(obs)
-        except StopIteration:
-            self._finished = True
-            return DONE
-
-    def policy(self, obs: dict[str, Any]) -> Policy:
-        raise NotImplementedError
-        yield  # pragma: no cover - makes this a generator
-
-    # helpers for policies
-
-    def parse(self, pattern: str, instruction: str) -> re.Match[str]:
-        m = re.fullmatch(pattern, instruction.strip())
-        if m is None:
-            raise OracleError(f"{self.task}: unexpected instruction {instruction!r}")
-        return m
-
-    @staticmethod
-    def wait_until(
-        obs: dict[str, Any], ready: Callable[[View], bool], *, ms: int = 100, tries: int = 30
-    ) -> Generator[str, dict[str, Any], View]:
-        """``wait(ms)`` until ``ready(view)``; returns the view (use with ``yield from``)."""
-        view = View(obs)
-        for _ in range(tries):
-            if ready(view):
-                return view
-            view = View((yield wait(ms)))
-        raise OracleError(f"the page did not get ready within {ms * tries} ms")
-
-    @staticmethod
     def wait_stable(
-        obs: dict[str, Any], watch: Callable[[View], Any], *, ms: int = 100, tries: int = 30
+        self, obs: dict[str, Any], watch: Callable[[View], Any], *, ms: int = 100, tries: int = 30
     ) -> Generator[str, dict[str, Any], View]:
         """``wait(ms)`` until ``watch(view)`` is the same in two observations in a row."""
         view = View(obs)

@@ -24,16 +24,25 @@ From the shell::
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any
 
-from env_adapters.gui import actions as A
 from env_adapters.gui import oracles as gui_oracles
-from env_adapters.gui.oracles import OracleError
+from env_adapters.gui.oracles import (
+    DeclareInfeasible,
+    OracleError,
+    Policy,
+    PolicyOracle,
+    click,
+    click_element,
+    key,
+    type_text,
+    wait,
+)
 from env_adapters.gui.textview import Element, TextViewError, read_line
 
 # ---------------------------------------------------------------- the text view
@@ -127,90 +136,69 @@ class View:
         return found[0]
 
 
-# ---------------------------------------------------------------- action text
+# ---------------------------------------------------------------- oracles
 
 
-def click_element(w: Win | Element) -> str:
-    return A.format_action(A.ClickElement(w.ref))
+class Oracle(PolicyOracle[View]):
+    """Base of the desktop policies (:class:`~env_adapters.gui.oracles.PolicyOracle`)."""
 
+    wait_tries = 50
 
-def click(x: int, y: int) -> str:
-    return A.format_action(A.Click(int(x), int(y)))
+    def read(self, obs: dict[str, Any]) -> View:
+        return View(obs)
 
-
-def type_text(text: str) -> str:
-    return A.format_action(A.TypeText(text))
-
-
-def key(combo: str) -> str:
-    return A.format_action(A.Key(combo))
-
-
-def wait(ms: int) -> str:
-    return A.format_action(A.Wait(int(ms)))
-
-
-DONE, FAIL = "done()", "fail()"
-Policy = Generator[str, dict[str, Any], None]
-
-
-class Oracle:
-    """Base of the scripted policies (a generator per episode, as the browser oracles)."""
-
-    task: ClassVar[str] = ""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._policy: Policy | None = None
-        self._finished = False
-
-    def act(self, obs: dict[str, Any]) -> str:
-        if self._finished:
-            return DONE
-        try:
-            if self._policy is None:
-                self._policy = self.policy(obs)
-                return next(self._policy)
-            return self._policy.send(obs)
-        except StopIteration:
-            self._finished = True
-            return DONE
-
-    def policy(self, obs: dict[str, Any]) -> Policy:
-        raise NotImplementedError
-        yield  # pragma: no cover
-
-    def parse(self, pattern: str, instruction: str) -> re.Match[str]:
-        m = re.fullmatch(pattern, instruction.strip())
-        if m is None:
-            raise OracleError(f"{self.task}: unexpected instruction {instruction!r}")
-        return m
-
-    @staticmethod
-    def wait_until(
-        obs: dict[str, Any], ready: Callable[[View], bool], *, ms: int = 100, tries: int = 50
-    ) -> Generator[str, dict[str, Any], View]:
-        view = View(obs)
-        for _ in range(tries):
-            if ready(view):
-                return view
-            view = View((yield wait(ms)))
-        raise OracleError(f"not ready after {ms * tries} ms; windows:\n{view.obs.get('text')}")
+    def not_ready(self, view: View, ms: int) -> str:
+        return f"not ready after {ms} ms; windows:\n{view.obs.get('text')}"
 
 
 # ---------------------------------------------------------------- terminal
 
 
+def q(path: str) -> str:
+    return shlex.quote(path)
+
+
+#: the terminal tasks of one command: the instruction's pattern, and the command
+#: (``{0}``, ``{1}``: the pattern's groups, shell-quoted)
+TERMINAL_COMMANDS: dict[str, tuple[str, str]] = {
+    "desktop/terminal-create-file": (
+        r'Create the file (\S+) containing the line "(.*)"\.',
+        "mkdir -p $(dirname {0}) && echo {1} > {0}",
+    ),
+    "desktop/terminal-make-dir": (
+        r"Create the directory (\S+) \(with its parents\)\.",
+        "mkdir -p {0}",
+    ),
+    "desktop/terminal-rename-file": (r"Rename the file (\S+) to (\S+)\.", "mv {0} {1}"),
+    "desktop/terminal-delete-tmp": (
+        r"Delete every \.tmp file in (\S+) and keep all other files there\.",
+        "rm -f {0}/*.tmp",
+    ),
+    "desktop/terminal-count-lines": (
+        r"Write the number of lines of (\S+) \(just the number\) into the file (\S+)\.",
+        "wc -l < {0} > {1}",
+    ),
+    "desktop/terminal-chmod": (
+        r"Make the script (\S+) executable by its owner\.",
+        "chmod u+x {0}",
+    ),
+    # only this desktop's process: its environment carries this desktop's FARM_DESKTOP
+    "desktop/terminal-kill-process": (
+        r'Stop the process "(sleep \d+)" that runs on this desktop\.',
+        "for p in $(pgrep -x -f {0}); do "
+        'grep -qz "^FARM_DESKTOP=$FARM_DESKTOP$" /proc/$p/environ && kill $p; done',
+    ),
+}
+
+
 class TerminalOracle(Oracle):
-    """Types one shell command into the terminal, ending it by setting the title to a
-    marker, and waits until the title shows the marker."""
+    """Types the shell command of a :data:`TERMINAL_COMMANDS` task into the terminal,
+    ending it by setting the title to a marker, and waits until the title shows the marker."""
 
-    def command(self, m: re.Match[str]) -> str:
-        raise NotImplementedError
-
-    pattern: ClassVar[str] = ""
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.pattern, self.command = TERMINAL_COMMANDS[task]
+        super().__init__()
 
     def policy(self, obs: dict[str, Any]) -> Policy:
         view = View(obs)
@@ -218,74 +206,9 @@ class TerminalOracle(Oracle):
         term = view.first("xterm")
         obs = yield click_element(term)
         marker = "oracle-finished"
-        cmd = f"{self.command(m)}; printf '\\033]0;%s\\007' {marker}\n"
-        obs = yield type_text(cmd)
+        command = self.command.format(*map(q, m.groups()))
+        obs = yield type_text(f"{command}; printf '\\033]0;%s\\007' {marker}\n")
         yield from self.wait_until(obs, lambda v: bool(v.find("xterm", lambda t: t == marker)))
-
-
-def q(path: str) -> str:
-    return shlex.quote(path)
-
-
-class TerminalCreateFileOracle(TerminalOracle):
-    task = "desktop/terminal-create-file"
-    pattern = r'Create the file (\S+) containing the line "(.*)"\.'
-
-    def command(self, m: re.Match[str]) -> str:
-        path, line = m.group(1), m.group(2)
-        return f"mkdir -p $(dirname {q(path)}) && echo {q(line)} > {q(path)}"
-
-
-class TerminalMakeDirOracle(TerminalOracle):
-    task = "desktop/terminal-make-dir"
-    pattern = r"Create the directory (\S+) \(with its parents\)\."
-
-    def command(self, m: re.Match[str]) -> str:
-        return f"mkdir -p {q(m.group(1))}"
-
-
-class TerminalRenameFileOracle(TerminalOracle):
-    task = "desktop/terminal-rename-file"
-    pattern = r"Rename the file (\S+) to (\S+)\."
-
-    def command(self, m: re.Match[str]) -> str:
-        return f"mv {q(m.group(1))} {q(m.group(2))}"
-
-
-class TerminalDeleteTmpOracle(TerminalOracle):
-    task = "desktop/terminal-delete-tmp"
-    pattern = r"Delete every \.tmp file in (\S+) and keep all other files there\."
-
-    def command(self, m: re.Match[str]) -> str:
-        return f"rm -f {q(m.group(1))}/*.tmp"
-
-
-class TerminalCountLinesOracle(TerminalOracle):
-    task = "desktop/terminal-count-lines"
-    pattern = r"Write the number of lines of (\S+) \(just the number\) into the file (\S+)\."
-
-    def command(self, m: re.Match[str]) -> str:
-        return f"wc -l < {q(m.group(1))} > {q(m.group(2))}"
-
-
-class TerminalChmodOracle(TerminalOracle):
-    task = "desktop/terminal-chmod"
-    pattern = r"Make the script (\S+) executable by its owner\."
-
-    def command(self, m: re.Match[str]) -> str:
-        return f"chmod u+x {q(m.group(1))}"
-
-
-class TerminalKillProcessOracle(TerminalOracle):
-    task = "desktop/terminal-kill-process"
-    pattern = r'Stop the process "(sleep \d+)" that runs on this desktop\.'
-
-    def command(self, m: re.Match[str]) -> str:
-        # only this desktop's process: its environment carries this desktop's FARM_DESKTOP
-        return (
-            f"for p in $(pgrep -x -f {q(m.group(1))}); do "
-            'grep -qz "^FARM_DESKTOP=$FARM_DESKTOP$" /proc/$p/environ && kill $p; done'
-        )
 
 
 class TerminalSetTitleOracle(Oracle):
@@ -446,35 +369,25 @@ class WindowCloseOracle(Oracle):
         yield from self.wait_until(obs, lambda v: not v.find("xterm", lambda t: t == title))
 
 
-class DeclareInfeasible(Oracle):
-    """The infeasible tasks: the desktop has no network and no plotting."""
-
-    def policy(self, obs: dict[str, Any]) -> Policy:
-        yield FAIL
-
-
-ORACLES: dict[str, type[Oracle]] = {
-    cls.task: cls
-    for cls in (
-        TerminalCreateFileOracle,
-        TerminalMakeDirOracle,
-        TerminalRenameFileOracle,
-        TerminalDeleteTmpOracle,
-        TerminalCountLinesOracle,
-        TerminalChmodOracle,
-        TerminalSetTitleOracle,
-        TerminalKillProcessOracle,
-        EditorWriteNewOracle,
-        EditorAppendLineOracle,
-        EditorCopyLineOracle,
-        EditorLineNumbersOracle,
-        CalculateOracle,
-        CalculateExpressionOracle,
-        CalculateDivisionOracle,
-        WindowCloseOracle,
-    )
+ORACLES: dict[str, Callable[[], Oracle]] = {
+    **{task: partial(TerminalOracle, task) for task in TERMINAL_COMMANDS},
+    **{
+        cls.task: cls
+        for cls in (
+            TerminalSetTitleOracle,
+            EditorWriteNewOracle,
+            EditorAppendLineOracle,
+            EditorCopyLineOracle,
+            EditorLineNumbersOracle,
+            CalculateOracle,
+            CalculateExpressionOracle,
+            CalculateDivisionOracle,
+            WindowCloseOracle,
+        )
+    },
 }
-INFEASIBLE_ORACLES: dict[str, type[Oracle]] = {
+#: the infeasible tasks: the desktop has no network and no plotting
+INFEASIBLE_ORACLES: dict[str, type[DeclareInfeasible]] = {
     "desktop/terminal-install-infeasible": DeclareInfeasible,
     "desktop/calc-plot-infeasible": DeclareInfeasible,
 }

@@ -1,9 +1,11 @@
 """What the scripted oracles of every GUI suite share: the episode loop and the command line.
 
-A suite's oracles (``env_adapters.browser.oracles``, ``env_adapters.desktop.oracles``)
-are :class:`ScriptedOracle`s: ``reset()`` before an episode, then ``act(obs)``
-returns the next action in the shared text form. :func:`run_episode` plays one
-episode of any env (in-process or ``farm.connect``-ed) with one; :func:`main`
+A suite's oracles (``env_adapters.browser.oracles``, ``env_adapters.desktop.oracles``,
+``env_adapters.android.oracles``) are :class:`ScriptedOracle`s: ``reset()`` before
+an episode, then ``act(obs)`` returns the next action in the shared text form
+(the helpers :func:`click`, :func:`key`... write it). :class:`PolicyOracle` is the
+base of oracles written as one generator per episode. :func:`run_episode` plays
+one episode of any env (in-process or ``farm.connect``-ed) with one; :func:`main`
 and :class:`OracleSuite` give a suite module its ``oracle_for``, ``run_episode``
 and ``python -m ... TASK --seeds N [--address ADDR]``.
 """
@@ -12,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from env_adapters.gui import actions as A
 
 
 class OracleError(RuntimeError):
@@ -25,6 +30,142 @@ class ScriptedOracle(Protocol):
     def reset(self) -> None: ...
 
     def act(self, obs: dict[str, Any]) -> str: ...
+
+
+# ---------------------------------------------------------------- action text
+
+
+class Referenced(Protocol):
+    """A text-view element (anything with a ref)."""
+
+    @property
+    def ref(self) -> int: ...
+
+
+DONE, FAIL = "done()", "fail()"
+
+
+def click(x: int, y: int) -> str:
+    return A.format_action(A.Click(int(x), int(y)))
+
+
+def click_element(element: Referenced) -> str:
+    return A.format_action(A.ClickElement(element.ref))
+
+
+def type_element(element: Referenced, text: str) -> str:
+    return A.format_action(A.TypeElement(element.ref, text))
+
+
+def select_element(element: Referenced, option: str) -> str:
+    return A.format_action(A.SelectElement(element.ref, option))
+
+
+def type_text(text: str) -> str:
+    return A.format_action(A.TypeText(text))
+
+
+def key(combo: str) -> str:
+    return A.format_action(A.Key(combo))
+
+
+def scroll(x: int, y: int, dx: int, dy: int) -> str:
+    return A.format_action(A.Scroll(int(x), int(y), int(dx), int(dy)))
+
+
+def wait(ms: int) -> str:
+    return A.format_action(A.Wait(int(ms)))
+
+
+# ---------------------------------------------------------------- oracle bases
+
+#: a policy body: yields actions, receives the observation after each
+Policy = Generator[str, dict[str, Any], None]
+V = TypeVar("V")
+
+
+class PolicyOracle(Generic[V]):
+    """Base of the scripted policies written as one generator per episode.
+
+    Subclasses write :meth:`policy` as a generator: it gets the first
+    observation, ``yield``s an action and receives the next observation as the
+    value of the ``yield``. When it returns, the oracle answers ``done()``. A
+    suite's base says how it reads an observation (:meth:`read`, its view
+    ``V``), which :meth:`wait_until` polls.
+    """
+
+    #: the env id the oracle plays
+    task: str = ""
+    #: how many times :meth:`wait_until` waits by default
+    wait_tries: ClassVar[int] = 30
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the episode (call between episodes, or make a new oracle)."""
+        self._policy: Policy | None = None
+        self._finished = False
+
+    def act(self, obs: dict[str, Any]) -> str:
+        """The action for this observation."""
+        if self._finished:
+            return DONE
+        try:
+            if self._policy is None:
+                self._policy = self.policy(obs)
+                return next(self._policy)
+            return self._policy.send(obs)
+        except StopIteration:
+            self._finished = True
+            return DONE
+
+    def policy(self, obs: dict[str, Any]) -> Policy:
+        raise NotImplementedError
+        yield  # pragma: no cover - makes this a generator
+
+    # helpers for policies
+
+    def read(self, obs: dict[str, Any]) -> V:
+        """The suite's view of an observation."""
+        raise NotImplementedError
+
+    def not_ready(self, view: V, ms: int) -> str:
+        """The error of a :meth:`wait_until` that waited ``ms`` in vain."""
+        return f"not ready after {ms} ms"
+
+    def parse(self, pattern: str, instruction: str) -> re.Match[str]:
+        m = re.fullmatch(pattern, instruction.strip())
+        if m is None:
+            raise OracleError(f"{self.task}: unexpected instruction {instruction!r}")
+        return m
+
+    def wait_until(
+        self,
+        obs: dict[str, Any],
+        ready: Callable[[V], bool],
+        *,
+        ms: int = 100,
+        tries: int | None = None,
+    ) -> Generator[str, dict[str, Any], V]:
+        """``wait(ms)`` until ``ready(view)``; returns the view (use with ``yield from``)."""
+        tries = self.wait_tries if tries is None else tries
+        view = self.read(obs)
+        for _ in range(tries):
+            if ready(view):
+                return view
+            view = self.read((yield wait(ms)))
+        raise OracleError(self.not_ready(view, ms * tries))
+
+
+class DeclareInfeasible:
+    """The oracle of an infeasible task: ``fail()``."""
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: dict[str, Any]) -> str:
+        return FAIL
 
 
 def run_episode(
