@@ -16,13 +16,9 @@ from typing import Any
 from env_adapters.android import apps as apps_mod
 from env_adapters.android.device import Device
 from env_adapters.android.hierarchy import UiView, extract_xml, parse
-from farm.errors import FarmError
+from env_adapters.gui.tasks import CheckerError
 
 UI_DUMP_PATH = "/sdcard/window_dump.xml"
-
-
-class CheckerError(FarmError):
-    """A checker could not read the state it needs (the episode is truncated, not scored)."""
 
 
 def dump_ui_command(path: str = UI_DUMP_PATH) -> str:

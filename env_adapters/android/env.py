@@ -49,7 +49,6 @@ the next reset reconnects. A checker that cannot read its state truncates too.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -75,8 +74,8 @@ from env_adapters.android.device import (
 from env_adapters.android.hierarchy import UiDumpError, UiView, extract_xml, parse
 from env_adapters.gui import SandboxCrashed
 from env_adapters.gui import actions as A
-from env_adapters.gui.env import TRUNCATED_REASON, GuiEnv
-from env_adapters.gui.tasks import TaskSpec
+from env_adapters.gui.env import CheckedGuiEnv
+from env_adapters.gui.tasks import TaskLogic, TaskSpec
 from farm.errors import ConfigError
 
 MAX_TYPE_CHARS = 1_000
@@ -92,19 +91,13 @@ DEFAULT_SERIAL = "emulator-5554"
 SNAPSHOT = "farm-ready"
 
 
-class AndroidTask:
+class AndroidTask(TaskLogic[TaskContext]):
     """What an episode means on a phone: set up state, give the instruction, check.
 
     Subclasses override :meth:`setup` (seed data, start the app through the
     context; return the instruction) and :meth:`check` (read real device state;
     return reward and info).
     """
-
-    def setup(self, ctx: TaskContext, rng: np.random.Generator) -> str:
-        raise NotImplementedError
-
-    def check(self, ctx: TaskContext) -> tuple[float, dict[str, Any]]:
-        raise NotImplementedError
 
 
 def _env_int(*names: str, default: int) -> int:
@@ -118,7 +111,7 @@ def _env_int(*names: str, default: int) -> int:
     return default
 
 
-class AndroidEnv(GuiEnv):
+class AndroidEnv(CheckedGuiEnv):
     """A GUI env over one Android device; see the module doc.
 
     Args:
@@ -229,10 +222,7 @@ class AndroidEnv(GuiEnv):
         dw, dh = self.device_size
         return self.width / dw, self.height / dh
 
-    # ------------------------------------------------------------ GuiEnv hooks
-
-    async def _launch(self) -> None:
-        await asyncio.to_thread(self._launch_sync)
+    # ------------------------------------------------------------ CheckedGuiEnv hooks
 
     def _launch_sync(self) -> None:
         if self._pool is None:
@@ -276,9 +266,6 @@ class AndroidEnv(GuiEnv):
                 f"screenshot='console' but there is no emulator console for {self.serial}"
             )
 
-    async def _shutdown(self) -> None:
-        await asyncio.to_thread(self._shutdown_sync)
-
     def _shutdown_sync(self) -> None:
         if self.console is not None:
             self.console.close()
@@ -292,9 +279,6 @@ class AndroidEnv(GuiEnv):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-
-    async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
-        return await asyncio.to_thread(self._start_episode_sync, seed)
 
     def _start_episode_sync(self, seed: int | None) -> str:
         t0 = time.perf_counter()
@@ -310,10 +294,8 @@ class AndroidEnv(GuiEnv):
             method = "app-data"
             self._restore_app_data()
         restore_s = time.perf_counter() - t0
-        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
-        rng = np.random.default_rng(episode_seed)
         try:
-            instruction = self.android_task.setup(self.ctx, rng)
+            instruction = self.android_task.setup(self.ctx, self._episode_rng(seed))
         except CheckerError as e:
             raise SandboxCrashed(f"setting up {self.task.id}: {e}") from None
         self._last_view = UiView()
@@ -346,9 +328,6 @@ class AndroidEnv(GuiEnv):
         obs, info = await super().areset(seed=seed, options=options)
         return obs, {**info, **self._reset_info}
 
-    async def _perform(self, action: A.Action) -> None:
-        await asyncio.to_thread(self._perform_sync, action)
-
     def _perform_sync(self, action: A.Action) -> None:
         commands = self._commands(action)
         if commands:
@@ -358,26 +337,8 @@ class AndroidEnv(GuiEnv):
         if self.settle_s:
             time.sleep(self.settle_s)
 
-    async def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
-        return 0.0, False, {}  # the checker runs at done() (see module doc)
-
-    async def _evaluate_done(self) -> float:
-        return await asyncio.to_thread(self._check_sync)
-
-    def _check_sync(self) -> float:
-        try:
-            reward, info = self.android_task.check(self.ctx)
-        except (CheckerError, SandboxCrashed):
-            raise
-        except Exception as e:
-            raise CheckerError(
-                f"the checker of {self.task.id} raised {type(e).__name__}: {e}"
-            ) from e
-        self._check_info = info
-        return float(reward)
-
-    async def _observe(self) -> tuple[np.ndarray, str, dict[str, Any]]:
-        return await asyncio.to_thread(self._observe_sync)
+    def _checker(self) -> tuple[AndroidTask, TaskContext]:
+        return self.android_task, self.ctx
 
     def _screenshot_png(self) -> bytes:
         use_console = self.screenshot_mode == "console" or (
@@ -417,37 +378,7 @@ class AndroidEnv(GuiEnv):
             meta["adb_events"] = events
         return pixels, view.text, meta
 
-    async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        self._check_info = {}
-        try:
-            obs, reward, terminated, truncated, info = await super().astep(action)
-        except CheckerError as e:
-            try:
-                obs = await self._obs({"error": str(e)})
-            except SandboxCrashed as crash:
-                self._crashed = str(crash)
-                obs = self._blank_obs(str(e))
-            return obs, 0.0, False, True, {TRUNCATED_REASON: f"checker: {e}"}
-        if self._check_info:
-            info = {**info, "check": self._check_info}
-        return obs, reward, terminated, truncated, info
-
     # ------------------------------------------------------------ actions
-
-    def _check_text(self, text: str) -> None:
-        if len(text) > self.max_type_chars:
-            raise A.ActionError(
-                f"text of {len(text):,} characters is longer than the limit of "
-                f"{self.max_type_chars:,} characters per type action; type it in parts"
-            )
-
-    def _element(self, ref: int) -> Any:
-        element = self._last_view.by_ref(ref)
-        if element is None:
-            raise A.ActionError(
-                f"no element with ref {ref}; refs in the text view are {self._last_view.refs()}"
-            )
-        return element
 
     def _element_point(self, ref: int) -> tuple[int, int]:
         element = self._element(ref)
@@ -499,12 +430,7 @@ class AndroidEnv(GuiEnv):
         if isinstance(action, A.SelectElement):
             return [inp.tap(*self._element_point(action.ref))]
         if isinstance(action, A.Wait):
-            longest = max(0.0, self.op_timeout_s - 0.5)
-            if action.ms / 1000 > longest:
-                raise A.ActionError(
-                    f"wait({action.ms}) is longer than this env allows ({longest * 1000:.0f} ms)"
-                )
-            time.sleep(action.ms / 1000)
+            self._wait(action)
             return []
         raise A.ActionError(f"{A.format_action(action)} is not performed on Android")
 

@@ -24,16 +24,13 @@ no Google account); the right answer is ``fail()``.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from env_adapters.android.context import TaskContext
 from env_adapters.android.env import AndroidEnv, AndroidTask
-from env_adapters.gui.tasks import TaskSpec
-from farm.errors import ConfigError
-from farm.registry import register
+from env_adapters.gui.tasks import CheckedSuite, SuiteEntry, TaskSpec
 
 FIRST = ("Ada", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas",
          "Keiko", "Liam", "Maya", "Nils", "Olga", "Priya")  # fmt: skip
@@ -338,14 +335,7 @@ class ContactsSync(AndroidTask):
 # ---------------------------------------------------------------- the suite
 
 
-@dataclass(frozen=True)
-class Entry:
-    logic: type[AndroidTask]
-    apps: tuple[str, ...]
-    checker: str
-    description: str
-    max_steps: int = 20
-    feasible: bool = True
+Entry = SuiteEntry[AndroidTask]
 
 
 SUITE: dict[str, Entry] = {
@@ -393,37 +383,16 @@ SUITE: dict[str, Entry] = {
     ),
 }  # fmt: skip
 
-SPECS: dict[str, TaskSpec] = {
-    f"android/{name}": TaskSpec(
-        id=f"android/{name}",
-        kind="android",
-        setup={"task": name, "apps": list(e.apps)},
-        evaluator={"name": e.checker},
-        max_steps=e.max_steps,
-        feasible=e.feasible,
-        description=e.description,
-    )
-    for name, e in SUITE.items()
-}
-FEASIBLE: tuple[str, ...] = tuple(t for t, s in SPECS.items() if s.feasible)
-INFEASIBLE: tuple[str, ...] = tuple(t for t, s in SPECS.items() if not s.feasible)
-
-
-def task_logic(spec: TaskSpec) -> AndroidTask:
-    """The :class:`AndroidTask` of a suite task spec."""
-    name = str(spec.setup.get("task", spec.name))
-    if name not in SUITE:
-        raise ConfigError(f"no android task {name!r}; tasks: {', '.join(SUITE)}")
-    return SUITE[name].logic()
+TASKS = CheckedSuite("android", SUITE, max_steps=20)
+SPECS: dict[str, TaskSpec] = TASKS.specs
+FEASIBLE: tuple[str, ...] = TASKS.feasible
+INFEASIBLE: tuple[str, ...] = TASKS.infeasible
+task_logic = TASKS.logic
 
 
 def make_env(task: str, **kwargs: Any) -> AndroidEnv:
     """``android/<task>`` (or ``<task>``) as an :class:`AndroidEnv`."""
-    env_id = task if task.startswith("android/") else f"android/{task}"
-    if env_id not in SPECS:
-        raise ConfigError(f"no android task {task!r}; tasks: {', '.join(SPECS)}")
-    return AndroidEnv(SPECS[env_id], **kwargs)
+    return AndroidEnv(TASKS.spec(task), **kwargs)
 
 
-for _id, _spec in SPECS.items():
-    register(_id, make_env, description=_spec.description, task=_id)
+TASKS.register(make_env)

@@ -31,15 +31,12 @@ from Xlib.protocol import event
 from env_adapters.desktop.a11y import Window, WindowView
 from env_adapters.desktop.display import App, Desktop
 from env_adapters.gui import SandboxCrashed
+from env_adapters.gui.tasks import CheckerError
 from farm.errors import FarmError
 
 
 class AppFailure(FarmError):
     """An app the task needs crashed or hung: the episode ends truncated with this reason."""
-
-
-class CheckerError(FarmError):
-    """A task checker raised: the episode ends truncated with this reason."""
 
 
 @dataclass

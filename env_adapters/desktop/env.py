@@ -80,8 +80,8 @@ from env_adapters.desktop.display import Desktop, DesktopConfig, a11y_launcher_a
 from env_adapters.desktop.input import XInput
 from env_adapters.gui import SandboxCrashed
 from env_adapters.gui import actions as A
-from env_adapters.gui.env import TRUNCATED_REASON, GuiEnv
-from env_adapters.gui.tasks import TaskSpec
+from env_adapters.gui.env import CheckedGuiEnv
+from env_adapters.gui.tasks import TaskLogic, TaskSpec
 from farm.errors import ConfigError, MissingExtraError
 
 try:
@@ -93,7 +93,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
 MAX_TYPE_CHARS = 2_000
 
 
-class DesktopTask:
+class DesktopTask(TaskLogic[TaskContext]):
     """What an episode means on a desktop: set up state, give the instruction, check.
 
     Subclasses override :meth:`setup` (write files, launch apps through the
@@ -101,17 +101,11 @@ class DesktopTask:
     return reward and info).
     """
 
-    def setup(self, ctx: TaskContext, rng: np.random.Generator) -> str:
-        raise NotImplementedError
-
-    def check(self, ctx: TaskContext) -> tuple[float, dict[str, Any]]:
-        raise NotImplementedError
-
 
 TaskFactory = Callable[[TaskSpec], DesktopTask]
 
 
-class DesktopEnv(GuiEnv):
+class DesktopEnv(CheckedGuiEnv):
     """A GUI env over one X11 desktop; see the module doc.
 
     Args:
@@ -128,6 +122,7 @@ class DesktopEnv(GuiEnv):
     """
 
     launch_timeout_s = 30.0
+    episode_errors = (AppFailure, CheckerError)
 
     def __init__(
         self,
@@ -172,10 +167,7 @@ class DesktopEnv(GuiEnv):
         self.ctx: TaskContext | None = None
         self._last_view = TextView(())
 
-    # ------------------------------------------------------------ GuiEnv hooks
-
-    async def _launch(self) -> None:
-        await asyncio.to_thread(self._launch_sync)
+    # ------------------------------------------------------------ CheckedGuiEnv hooks
 
     def _launch_sync(self) -> None:
         self.desktop.start()
@@ -211,9 +203,6 @@ class DesktopEnv(GuiEnv):
         except A11yError as e:
             client.dead = str(e)
 
-    async def _shutdown(self) -> None:
-        await asyncio.to_thread(self._shutdown_sync)
-
     def _shutdown_sync(self) -> None:
         if self._capture is not None:
             self._capture.close()
@@ -235,9 +224,6 @@ class DesktopEnv(GuiEnv):
         await super().aclose()
         await asyncio.to_thread(self._shutdown_sync)  # also a desktop whose launch was cut short
 
-    async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
-        return await asyncio.to_thread(self._start_episode_sync, seed)
-
     def _start_episode_sync(self, seed: int | None) -> str:
         assert self._view is not None and self._pinger is not None and self._input is not None
         self.desktop.check()
@@ -249,8 +235,7 @@ class DesktopEnv(GuiEnv):
                 self._connect_a11y()  # the bus died: a new one, before the apps start
         self.desktop.restore_home()
         self.ctx = TaskContext(self.desktop, self._view, self._pinger)
-        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
-        rng = np.random.default_rng(episode_seed)
+        rng = self._episode_rng(seed)
         try:
             self._input.release_all()
             # the pointer off the apps' windows: one hovering over a widget lights it up
@@ -261,9 +246,6 @@ class DesktopEnv(GuiEnv):
             raise SandboxCrashed(f"the X display went away: {e}") from None
         self._last_view = TextView(())
         return instruction
-
-    async def _perform(self, action: A.Action) -> None:
-        await asyncio.to_thread(self._perform_sync, action)
 
     def _perform_sync(self, action: A.Action) -> None:
         assert self._input is not None and self.ctx is not None
@@ -285,28 +267,10 @@ class DesktopEnv(GuiEnv):
             self._pinger.ping(active, self.hang_timeout_s)
         time.sleep(self.settle_s)
 
-    async def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
-        return 0.0, False, {}  # the checker runs at done() (see module doc)
-
-    async def _evaluate_done(self) -> float:
-        return await asyncio.to_thread(self._check_sync)
-
-    def _check_sync(self) -> float:
+    def _checker(self) -> tuple[DesktopTask, TaskContext]:
         assert self.ctx is not None
         self.desktop.check()
-        try:
-            reward, info = self.desktop_task.check(self.ctx)
-        except (CheckerError, SandboxCrashed):
-            raise
-        except Exception as e:
-            raise CheckerError(
-                f"the checker of {self.task.id} raised {type(e).__name__}: {e}"
-            ) from e
-        self._check_info = info
-        return float(reward)
-
-    async def _observe(self) -> tuple[np.ndarray, str, dict[str, Any]]:
-        return await asyncio.to_thread(self._observe_sync)
+        return self.desktop_task, self.ctx
 
     def _observe_sync(self) -> tuple[np.ndarray, str, dict[str, Any]]:
         assert self._capture is not None and self._view is not None
@@ -338,41 +302,14 @@ class DesktopEnv(GuiEnv):
             meta["a11y_error"] = "AT-SPI is off (a11y=False)"
         return pixels, view.text, meta
 
-    async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        self._check_info: dict[str, Any] = {}
-        try:
-            obs, reward, terminated, truncated, info = await super().astep(action)
-        except (AppFailure, CheckerError) as e:
-            # the desktop is fine: observe it, end the episode truncated with the reason
-            self._crashed = None
-            kind = "app" if isinstance(e, AppFailure) else "checker"
-            try:
-                obs = await self._obs({"error": str(e)})
-            except SandboxCrashed as crash:
-                self._crashed = str(crash)
-                obs = self._blank_obs(str(e))
-            return obs, 0.0, False, True, {TRUNCATED_REASON: f"{kind}: {e}"}
-        if self._check_info:
-            info = {**info, "check": self._check_info}
-        return obs, reward, terminated, truncated, info
+    async def _truncate(
+        self, error: Exception, kind: str = "checker"
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        # the desktop is fine: observe it, end the episode truncated with the reason
+        self._crashed = None
+        return await super()._truncate(error, "app" if isinstance(error, AppFailure) else kind)
 
     # ------------------------------------------------------------ actions
-
-    def _check_text(self, text: str) -> None:
-        if len(text) > self.max_type_chars:
-            raise A.ActionError(
-                f"text of {len(text):,} characters is longer than the limit of "
-                f"{self.max_type_chars:,} characters per type action; type it in parts"
-            )
-
-    def _element(self, ref: int) -> Any:
-        """The window or widget ``ref`` of the last text view."""
-        element = self._last_view.by_ref(ref)
-        if element is None:
-            raise A.ActionError(
-                f"no element with ref {ref}; refs in the text view are {self._last_view.refs()}"
-            )
-        return element
 
     def _center(self, element: Any) -> tuple[int, int]:
         center = element.visible_center(self.width, self.height)
@@ -495,12 +432,7 @@ class DesktopEnv(GuiEnv):
                 )
             self._select(element, action.value)
         elif isinstance(action, A.Wait):
-            longest = max(0.0, self.op_timeout_s - 0.5)
-            if action.ms / 1000 > longest:
-                raise A.ActionError(
-                    f"wait({action.ms}) is longer than this env allows ({longest * 1000:.0f} ms)"
-                )
-            time.sleep(action.ms / 1000)
+            self._wait(action)
         else:
             raise A.ActionError(f"{A.format_action(action)} is not performed by the desktop")
 

@@ -19,16 +19,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from env_adapters.desktop.context import TaskContext
 from env_adapters.desktop.env import DesktopEnv, DesktopTask
-from env_adapters.gui.tasks import TaskSpec
-from farm.errors import ConfigError
-from farm.registry import register
+from env_adapters.gui.tasks import CheckedSuite, SuiteEntry, TaskSpec
 
 WORDS = (
     "amber", "birch", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo",
@@ -321,15 +318,7 @@ class CalculatorPlot(Calculate):
 # ---------------------------------------------------------------- the suite
 
 
-@dataclass(frozen=True)
-class Entry:
-    logic: type[DesktopTask]
-    apps: tuple[str, ...]
-    checker: str
-    description: str
-    max_steps: int = 25
-    feasible: bool = True
-    setup: dict[str, Any] = field(default_factory=dict)
+Entry = SuiteEntry[DesktopTask]
 
 
 #: galculator ignores a key pressed again within ~100 ms (its button stays down that long)
@@ -392,37 +381,16 @@ SUITE: dict[str, Entry] = {
     ),
 }  # fmt: skip
 
-SPECS: dict[str, TaskSpec] = {
-    f"desktop/{name}": TaskSpec(
-        id=f"desktop/{name}",
-        kind="desktop",
-        setup={"task": name, "apps": list(e.apps), **e.setup},
-        evaluator={"name": e.checker},
-        max_steps=e.max_steps,
-        feasible=e.feasible,
-        description=e.description,
-    )
-    for name, e in SUITE.items()
-}
-FEASIBLE: tuple[str, ...] = tuple(t for t, s in SPECS.items() if s.feasible)
-INFEASIBLE: tuple[str, ...] = tuple(t for t, s in SPECS.items() if not s.feasible)
-
-
-def task_logic(spec: TaskSpec) -> DesktopTask:
-    """The :class:`DesktopTask` of a suite task spec."""
-    name = str(spec.setup.get("task", spec.name))
-    if name not in SUITE:
-        raise ConfigError(f"no desktop task {name!r}; tasks: {', '.join(SUITE)}")
-    return SUITE[name].logic()
+TASKS = CheckedSuite("desktop", SUITE, max_steps=25)
+SPECS: dict[str, TaskSpec] = TASKS.specs
+FEASIBLE: tuple[str, ...] = TASKS.feasible
+INFEASIBLE: tuple[str, ...] = TASKS.infeasible
+task_logic = TASKS.logic
 
 
 def make_env(task: str, **kwargs: Any) -> DesktopEnv:
     """``desktop/<task>`` (or ``<task>``) as a :class:`DesktopEnv`."""
-    env_id = task if task.startswith("desktop/") else f"desktop/{task}"
-    if env_id not in SPECS:
-        raise ConfigError(f"no desktop task {task!r}; tasks: {', '.join(SPECS)}")
-    return DesktopEnv(SPECS[env_id], **kwargs)
+    return DesktopEnv(TASKS.spec(task), **kwargs)
 
 
-for _id, _spec in SPECS.items():
-    register(_id, make_env, description=_spec.description, task=_id)
+TASKS.register(make_env)

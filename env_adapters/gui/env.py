@@ -22,6 +22,9 @@ Adapters implement the async hooks ``_launch``, ``_start_episode``,
 ``_perform``, ``_observe``, ``_evaluate`` and ``_shutdown``. ``reset``/``step``
 are sync facades (a private event loop in its own thread) for in-process use; the farm server
 awaits ``areset``/``astep`` directly.
+
+:class:`CheckedGuiEnv` is the base of the adapters over a real sandbox whose
+task a checker scores at ``done()`` (desktop, Android).
 """
 
 from __future__ import annotations
@@ -30,18 +33,18 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from env_adapters.gui import actions as A
 from env_adapters.gui import spaces as S
-from env_adapters.gui.tasks import TaskSpec
+from env_adapters.gui.tasks import CheckerError, TaskLogic, TaskSpec
 from farm.env import TRUNCATED_REASON
 from farm.errors import FarmError
 
-__all__ = ["TRUNCATED_REASON", "GuiEnv", "SandboxCrashed", "both"]
+__all__ = ["TRUNCATED_REASON", "CheckedGuiEnv", "GuiEnv", "SandboxCrashed", "both"]
 
 
 class SandboxCrashed(FarmError):
@@ -293,3 +296,143 @@ async def both(first: Any, second: Any) -> tuple[Any, Any]:
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     return a, b
+
+
+class RefView(Protocol):
+    """A text view's elements by ref (what ``*_element`` actions act on)."""
+
+    def by_ref(self, ref: int) -> Any: ...
+
+    def refs(self) -> str: ...
+
+
+class CheckedGuiEnv(GuiEnv):
+    """A GUI env over a real sandbox whose task a checker scores (desktop, Android).
+
+    The sandbox's I/O blocks: the adapter implements the hooks as sync methods
+    (``_launch_sync``, ``_shutdown_sync``, ``_start_episode_sync``,
+    ``_perform_sync``, ``_observe_sync``), which run in a thread, and
+    :meth:`_checker`. Rewards: the task's checker runs at ``done()``
+    (``info["check"]``: what it reports); steps earn 0. One of
+    :attr:`episode_errors` (a :class:`~env_adapters.gui.tasks.CheckerError`)
+    during a step ends the episode truncated with its reason, the sandbox
+    observed as it is. The ``*_element`` actions act on ``_last_view``, the
+    elements of the last observation.
+    """
+
+    #: errors of a step that end the episode truncated (the sandbox itself is fine)
+    episode_errors: ClassVar[tuple[type[Exception], ...]] = (CheckerError,)
+    #: longest text ``type``/``type_element`` accept
+    max_type_chars: int
+    _last_view: RefView
+    _check_info: dict[str, Any]
+
+    # ------------------------------------------------------------ sync hooks
+
+    def _launch_sync(self) -> None:
+        raise NotImplementedError
+
+    def _shutdown_sync(self) -> None:
+        raise NotImplementedError
+
+    def _start_episode_sync(self, seed: int | None) -> str:
+        raise NotImplementedError
+
+    def _perform_sync(self, action: A.Action) -> None:
+        raise NotImplementedError
+
+    def _observe_sync(self) -> tuple[np.ndarray, str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _checker(self) -> tuple[TaskLogic[Any], Any]:
+        """The task's logic and the context its checker reads."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ GuiEnv hooks
+
+    async def _launch(self) -> None:
+        await asyncio.to_thread(self._launch_sync)
+
+    async def _shutdown(self) -> None:
+        await asyncio.to_thread(self._shutdown_sync)
+
+    async def _start_episode(self, seed: int | None, options: dict[str, Any]) -> str:
+        return await asyncio.to_thread(self._start_episode_sync, seed)
+
+    async def _perform(self, action: A.Action) -> None:
+        await asyncio.to_thread(self._perform_sync, action)
+
+    async def _observe(self) -> tuple[np.ndarray, str, dict[str, Any]]:
+        return await asyncio.to_thread(self._observe_sync)
+
+    async def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
+        return 0.0, False, {}  # the checker runs at done()
+
+    async def _evaluate_done(self) -> float:
+        return await asyncio.to_thread(self._check_sync)
+
+    def _check_sync(self) -> float:
+        logic, ctx = self._checker()
+        try:
+            reward, info = logic.check(ctx)
+        except (CheckerError, SandboxCrashed):
+            raise
+        except Exception as e:
+            raise CheckerError(
+                f"the checker of {self.task.id} raised {type(e).__name__}: {e}"
+            ) from e
+        self._check_info = info
+        return float(reward)
+
+    async def astep(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self._check_info = {}
+        try:
+            obs, reward, terminated, truncated, info = await super().astep(action)
+        except self.episode_errors as e:
+            return await self._truncate(e)
+        if self._check_info:
+            info = {**info, "check": self._check_info}
+        return obs, reward, terminated, truncated, info
+
+    async def _truncate(
+        self, error: Exception, kind: str = "checker"
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """The step that ends the episode truncated for ``error``
+        (``info["farm.truncated_reason"]``: ``"<kind>: <error>"``)."""
+        try:
+            obs = await self._obs({"error": str(error)})
+        except SandboxCrashed as crash:
+            self._crashed = str(crash)
+            obs = self._blank_obs(str(error))
+        return obs, 0.0, False, True, {TRUNCATED_REASON: f"{kind}: {error}"}
+
+    # ------------------------------------------------------------ helpers
+
+    def _episode_rng(self, seed: int | None) -> np.random.Generator:
+        """The generator of an episode's task setup: from ``seed``, else from the env's."""
+        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(1 << 31))
+        return np.random.default_rng(episode_seed)
+
+    def _check_text(self, text: str) -> None:
+        if len(text) > self.max_type_chars:
+            raise A.ActionError(
+                f"text of {len(text):,} characters is longer than the limit of "
+                f"{self.max_type_chars:,} characters per type action; type it in parts"
+            )
+
+    def _element(self, ref: int) -> Any:
+        """The element ``ref`` of the last text view."""
+        element = self._last_view.by_ref(ref)
+        if element is None:
+            raise A.ActionError(
+                f"no element with ref {ref}; refs in the text view are {self._last_view.refs()}"
+            )
+        return element
+
+    def _wait(self, action: A.Wait) -> None:
+        longest = max(0.0, self.op_timeout_s - 0.5)
+        if action.ms / 1000 > longest:
+            raise A.ActionError(
+                f"wait({action.ms}) is longer than this env allows ({longest * 1000:.0f} ms)"
+            )
+        time.sleep(action.ms / 1000)

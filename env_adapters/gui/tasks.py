@@ -4,16 +4,24 @@ A task is data: which sandbox kind runs it, how to set it up, how to evaluate
 it, how long it may take, and whether it can be done at all. Infeasible tasks
 ask for something the sandbox does not offer; the correct answer is ``fail()``
 (reward 1), anything else earns 0.
+
+The suites of checked tasks (desktop, Android) pair each spec with its logic,
+a :class:`TaskLogic` (set up real state, check it at ``done()``), in a
+:class:`CheckedSuite`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from farm.errors import InvalidArgumentError
+from farm.errors import ConfigError, FarmError, InvalidArgumentError
+from farm.registry import register
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -94,3 +102,84 @@ def choose_task(
         f"no {suite} task {requested!r}{did_you_mean(name, served)}; this env serves "
         f"{len(served)} tasks (metadata['farm.tasks'])"
     )
+
+
+# ---------------------------------------------------------------- checked suites
+
+Ctx = TypeVar("Ctx")
+L = TypeVar("L", bound="TaskLogic[Any]")
+
+
+class CheckerError(FarmError):
+    """A task's setup or checker could not read or make the state it needs, or raised:
+    the episode ends truncated with this reason (not scored)."""
+
+
+class TaskLogic(Generic[Ctx]):
+    """What an episode means in a sandbox: set up state, give the instruction, check.
+
+    Subclasses override :meth:`setup` (seed state through the sandbox's context
+    ``Ctx``, start apps; return the instruction) and :meth:`check` (read real
+    state; return reward and info).
+    """
+
+    def setup(self, ctx: Ctx, rng: np.random.Generator) -> str:
+        raise NotImplementedError
+
+    def check(self, ctx: Ctx) -> tuple[float, dict[str, Any]]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SuiteEntry(Generic[L]):
+    """One task of a :class:`CheckedSuite`: its logic and what its spec says
+    (``max_steps``: None for the suite's default)."""
+
+    logic: type[L]
+    apps: tuple[str, ...]
+    checker: str
+    description: str
+    max_steps: int | None = None
+    feasible: bool = True
+    setup: dict[str, Any] = field(default_factory=dict)
+
+
+class CheckedSuite(Generic[L]):
+    """The tasks ``<kind>/<name>`` of a sandbox kind: their specs (``setup``: the task's
+    name, its apps and the entry's setup; ``evaluator``: the checker) and logic."""
+
+    def __init__(self, kind: str, entries: Mapping[str, SuiteEntry[L]], *, max_steps: int) -> None:
+        self.kind, self.entries = kind, entries
+        self.specs: dict[str, TaskSpec] = {
+            f"{kind}/{name}": TaskSpec(
+                id=f"{kind}/{name}",
+                kind=kind,
+                setup={"task": name, "apps": list(e.apps), **e.setup},
+                evaluator={"name": e.checker},
+                max_steps=max_steps if e.max_steps is None else e.max_steps,
+                feasible=e.feasible,
+                description=e.description,
+            )
+            for name, e in entries.items()
+        }
+        self.feasible = tuple(t for t, s in self.specs.items() if s.feasible)
+        self.infeasible = tuple(t for t, s in self.specs.items() if not s.feasible)
+
+    def logic(self, spec: TaskSpec) -> L:
+        """The logic of a suite task spec."""
+        name = str(spec.setup.get("task", spec.name))
+        if name not in self.entries:
+            raise ConfigError(f"no {self.kind} task {name!r}; tasks: {', '.join(self.entries)}")
+        return self.entries[name].logic()
+
+    def spec(self, task: str) -> TaskSpec:
+        """The spec of ``<kind>/<task>`` (or ``<task>``)."""
+        env_id = task if task.startswith(f"{self.kind}/") else f"{self.kind}/{task}"
+        if env_id not in self.specs:
+            raise ConfigError(f"no {self.kind} task {task!r}; tasks: {', '.join(self.specs)}")
+        return self.specs[env_id]
+
+    def register(self, make_env: Callable[..., Any]) -> None:
+        """Register every task as a farm env made by ``make_env(task=<env id>)``."""
+        for env_id, spec in self.specs.items():
+            register(env_id, make_env, description=spec.description, task=env_id)
