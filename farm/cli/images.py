@@ -6,11 +6,13 @@ The sandbox images of the docker backend (see ``sandbox_images/README.md``):
    (Debian bookworm, minbase, with python3) into a directory, from the Debian
    mirror this host's apt sources name (``$FARM_DEBIAN_MIRROR`` overrides), then
    ``tar -C dir -c . | docker import - farm-base:bookworm``. Needs root.
-2. ``farm-<kind>:latest`` from ``sandbox_images/<kind>/Dockerfile`` on that base:
-   the build context holds farm's wheel, built from this checkout, and the wheels
-   of its dependencies (pip on the host, with its own index settings), so the
-   image installs them without reaching an index; the kind's Debian packages come
-   from the mirror (``docker build --network host``).
+2. ``farm-<kind>:latest`` from ``sandbox_images/<kind>/Dockerfile`` on that base
+   (its ``INCLUDE <file>`` lines replaced by ``sandbox_images/<file>``: the farm
+   install all kinds share; see :func:`dockerfile`): the build context holds farm's
+   wheel, built from this checkout, and the wheels of its dependencies (pip on the
+   host, with its own index settings), so the image installs them without reaching
+   an index; the kind's Debian packages come from the mirror (``docker build
+   --network host``).
 
 ``farm-android`` downloads the Android SDK at build time (``sandbox_images/android``),
 so it is built only when asked for (``--kind android``) and refused at once, with
@@ -102,17 +104,29 @@ def _source_files(root: Path) -> list[Path]:
     return files
 
 
+_INCLUDE = re.compile(r"^INCLUDE (\S+)\n?", re.MULTILINE)
+
+
+def dockerfile(root: Path, kind: str) -> str:
+    """The Dockerfile of ``kind``'s image: ``sandbox_images/<kind>/Dockerfile`` with each
+    line ``INCLUDE <file>`` replaced by ``sandbox_images/<file>`` (docker has no include)."""
+    images = root / "sandbox_images"
+    text = (images / kind / "Dockerfile").read_text()
+    return _INCLUDE.sub(lambda m: (images / m[1]).read_text(), text)
+
+
 def source_hash(root: Path | None = None, kind: str | None = None) -> str:
     """A hash of what goes into an image: farm's packages, pyproject and the Dockerfile."""
     root = root or source_root()
     h = hashlib.sha256()
-    files = _source_files(root)
-    if kind:
-        files.append(root / "sandbox_images" / kind / "Dockerfile")
-    for path in files:
+    for path in _source_files(root):
         h.update(str(path.relative_to(root)).encode() + b"\0")
         with contextlib.suppress(OSError):
             h.update(path.read_bytes())
+    if kind:
+        h.update(f"sandbox_images/{kind}/Dockerfile".encode() + b"\0")
+        with contextlib.suppress(OSError):
+            h.update(dockerfile(root, kind).encode())
     return h.hexdigest()[:16]
 
 
@@ -347,7 +361,7 @@ class Builder:
             )
             for whl in deps.glob("farm-*.whl"):
                 whl.rename(farm_dir / whl.name)
-            shutil.copy(self.root / "sandbox_images" / kind / "Dockerfile", ctx / "Dockerfile")
+            (ctx / "Dockerfile").write_text(dockerfile(self.root, kind))
             progress.update(task, description="docker build")
             self._docker_build(ctx, name, hash_, nocache, log, progress, task)
             progress.update(task, description="done")
