@@ -8,6 +8,10 @@ instruction, text view, earlier actions and their errors; the recorded action as
 the answer), and the model is trained on them with cross-entropy on the answer
 tokens only (``-log pi(action | prompt)``, the policy's own log-probability),
 then saved (weights and tokenizer) to ``--out``.
+
+For a vision-language model each example also carries the step's screenshot
+(downscaled as the policy would attach it) and the model learns with it; the
+processor is saved beside the weights.
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.llm.prompt import PromptConfig, build_messages
+from trainer.llm.prompt import PromptConfig, build_messages, prompt_image
 
 
 @dataclass
 class Example:
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     action: str
     task: str
+    image: Any = None  # HxWx3 uint8 when the prompt has an image part
 
 
 def collect_oracle_episodes(store: str, tasks: Sequence[str], seeds: Sequence[int]) -> int:
@@ -51,10 +56,13 @@ def collect_oracle_episodes(store: str, tasks: Sequence[str], seeds: Sequence[in
     return ok
 
 
-def toy_examples(tasks: Sequence[str], seeds: Sequence[int]) -> list[Example]:
+def toy_examples(
+    tasks: Sequence[str], seeds: Sequence[int], cfg: PromptConfig | None = None
+) -> list[Example]:
     """Examples from ``toy/gui`` episodes played by its oracle (no browser, no store)."""
     from env_adapters.toy.gui import ToyGuiEnv, oracle_action
 
+    cfg = cfg or PromptConfig()
     env = ToyGuiEnv(width=160, height=210)
     out: list[Example] = []
     for task in tasks:
@@ -63,7 +71,8 @@ def toy_examples(tasks: Sequence[str], seeds: Sequence[int]) -> list[Example]:
             history: list[tuple[str, str | None]] = []
             for _ in range(10):
                 action = oracle_action(obs)
-                out.append(Example(build_messages(obs, history), action, task))
+                msgs = build_messages(obs, history, cfg)
+                out.append(Example(msgs, action, task, prompt_image(obs, cfg)))
                 obs, _, term, trunc, info = env.step(action)
                 history.append((action, info.get("action_error")))
                 if term or trunc:
@@ -92,7 +101,8 @@ def examples_from_store(
             for i in range(1, len(ep.steps)):
                 obs = ep.observation(i - 1)
                 action = str(ep.action(i))
-                out.append(Example(build_messages(obs, history, cfg), action, name))
+                msgs = build_messages(obs, history, cfg)
+                out.append(Example(msgs, action, name, prompt_image(obs, cfg)))
                 history.append((action, ep.steps[i].info.get("action_error")))
     finally:
         st.close()
@@ -114,11 +124,12 @@ def train(
     """Cross-entropy on the answer tokens; saves the model and tokenizer to ``out``."""
     import torch
 
-    from trainer.llm.lm import CausalLM
+    from trainer.llm.lm import CausalLM, VisionLM, is_multimodal
 
     torch.manual_seed(seed)
-    lm = CausalLM(model_dir, device=device)
+    lm = (VisionLM if is_multimodal(model_dir) else CausalLM)(model_dir, device=device)
     prompts = [lm.prompt_ids(e.messages) for e in examples]
+    images = [e.image for e in examples]
     answers = [lm.action_ids(e.action) for e in examples]
     opt = torch.optim.AdamW(lm.model.parameters(), lr=lr)
     order = list(range(len(examples)))
@@ -131,7 +142,12 @@ def train(
         total = 0.0
         for i in range(0, len(order), batch):
             idx = order[i : i + batch]
-            tok = lm.token_logprobs([prompts[j] for j in idx], [answers[j] for j in idx])
+            batch_prompts = [prompts[j] for j in idx]
+            batch_answers = [answers[j] for j in idx]
+            if isinstance(lm, VisionLM):
+                tok = lm.token_logprobs(batch_prompts, batch_answers, [images[j] for j in idx])
+            else:
+                tok = lm.token_logprobs(batch_prompts, batch_answers)
             n_tokens = sum(len(answers[j]) for j in idx)
             loss = -tok.sum() / n_tokens
             opt.zero_grad(set_to_none=True)
@@ -144,7 +160,7 @@ def train(
     lm.model.eval()
     Path(out).mkdir(parents=True, exist_ok=True)
     lm.model.save_pretrained(out, safe_serialization=True)
-    lm.tokenizer.save_pretrained(out)
+    (getattr(lm, "processor", None) or lm.tokenizer).save_pretrained(out)
     summary = {
         "examples": len(examples),
         "epochs": epochs,
@@ -174,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.collect:
         ok = collect_oracle_episodes(args.store, tasks, range(args.collect))
         print(f"recorded {ok} successful oracle episodes into {args.store}")
-    examples = examples_from_store(args.store, tasks)
+    from trainer.llm.policy import prompt_config
+
+    examples = examples_from_store(args.store, tasks, prompt_config(args.model))
     if not examples:
         print(f"no successful episodes of {tasks} in {args.store}", file=sys.stderr)
         return 2
