@@ -66,6 +66,7 @@ import numpy as np
 import psutil
 from PIL import Image
 
+from env_adapters.browser import keystrokes
 from env_adapters.browser.idle import IdleGate
 from env_adapters.gui import ActionError, SandboxCrashed
 from farm.errors import ConfigError, MissingExtraError
@@ -522,6 +523,17 @@ class ChromiumSandbox:
                     self._note_departure(self._page.url)
                 raise NavigationError(message) from None
             raise SandboxCrashed(f"the browser failed: {message}") from None
+
+    async def type_text(self, text: str) -> None:
+        """Type ``text`` into the focused element: the key events of Playwright's
+        ``keyboard.type``, pipelined (see :mod:`env_adapters.browser.keystrokes`)."""
+        tab = self._tab
+        if tab is None:
+            raise SandboxCrashed("no page is open (the episode was not started)")
+        if tab.cdp is None:  # detached by a cross-process navigation: Playwright's own
+            await self.call(tab.page.keyboard.type(text))
+            return
+        await self.call(keystrokes.send_pipelined(tab.cdp.send, keystrokes.type_events(text)))
 
     # ------------------------------------------------------------ events
 

@@ -533,7 +533,7 @@ class BrowserEnv(GuiEnv):
             await self._settle(action.x, action.y)
         elif isinstance(action, A.TypeText):
             self._check_text(action.text)
-            await call(page.keyboard.type(action.text))
+            await self.sandbox.type_text(action.text)
         elif isinstance(action, A.Key):
             combo = parse_combo(action.combo).playwright()
             await call(page.keyboard.press(combo), action_errors=("Unknown key",))
@@ -604,7 +604,7 @@ class BrowserEnv(GuiEnv):
         await self.sandbox.call(self.sandbox.page.mouse.click(info["x"], info["y"]))
         await self.sandbox.call(keyboard.press("Control+a"))
         if text:
-            await self.sandbox.call(keyboard.type(text))
+            await self.sandbox.type_text(text)
         else:
             await self.sandbox.call(keyboard.press("Backspace"))
 
