@@ -17,7 +17,7 @@ cores is *animated*. The script prints a table and writes
 ``bench/results/miniwob_frames.json``, and exits 1 if its verdicts disagree with
 ``ANIMATED_TASKS``.
 
-    .venv/bin/python bench/miniwob_frames.py                    # every task, ~9 min
+    .venv/bin/python bench/miniwob_frames.py                    # every task, ~12 min
     .venv/bin/python bench/miniwob_frames.py --tasks chase-circle,click-button
 """
 

@@ -88,11 +88,11 @@ LONG_TASKS = frozenset(
         "use-colorwheel-2",
     }
 )
-#: tasks whose page keeps drawing while nobody acts (moving targets, spinning pies):
+#: tasks whose page keeps drawing while nobody acts (moving targets):
 #: measured by ``bench/miniwob_frames.py`` (Chromium's idle CPU with frames drawn on
 #: demand). Every other task is ``still``, and its sandbox draws frames on demand
 #: (``BrowserEnv(unthrottled_frames=...)``): screenshots need not wait for 60 Hz ticks.
-ANIMATED_TASKS = frozenset({"chase-circle", "click-pie", "moving-items"})
+ANIMATED_TASKS = frozenset({"chase-circle", "moving-items"})
 #: elements the text view leaves out (MiniWoB's reward display and click canvas)
 TEXT_VIEW_EXCLUDE = "#reward-display, #click-canvas, #attention-canvas"
 _READY_POLLS, _READY_POLL_S = 20, 0.05  # the package waits up to 1 s for WOB_TASK_READY
