@@ -9,8 +9,8 @@ keep 60 Hz. This benchmark is the evidence behind that list.
 For every task (or ``--tasks``): reset with seed 0 in two sandboxes (frames on
 demand, and 60 Hz; no spare contexts, so nothing else runs in the browser), wait
 ``--settle`` s, then measure the CPU time of the whole Chromium process tree
-(browser, renderer, GPU, utility processes; psutil) over two halves of a
-``--window`` s stretch of doing nothing, as CPU cores, and keep the lower half
+(``ChromiumSandbox.cpu_seconds``: browser, renderer, GPU, utility processes)
+over two halves of a ``--window`` s stretch of doing nothing, as CPU cores, and keep the lower half
 (a page that animates draws in both; one-off work, such as the last context
 closing, falls in one). A task whose on-demand idle CPU reaches ``--threshold``
 cores is *animated*. The script prints a table and writes
@@ -28,7 +28,6 @@ import asyncio
 import time
 from typing import Any
 
-import psutil
 from _common import machine_info, write_json
 from rich.console import Console
 from rich.progress import Progress
@@ -37,32 +36,18 @@ from rich.table import Table
 from env_adapters.browser import miniwob as M
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and all its descendants."""
-    total = 0.0
-    root = psutil.Process(pid)
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:  # a process that just ended
-            continue
-        total += t.user + t.system
-    return total
-
-
 async def idle_cores(env: M.BrowserEnv, task: str, settle_s: float, window_s: float) -> float:
     spec = M.task_spec(task)
     env.set_task(spec, M.MiniWoBTask(spec))
     await env.areset(seed=0)
     await asyncio.sleep(settle_s)
-    pid = env.sandbox.browser_pid
-    if pid is None:
+    if env.sandbox.browser_pid is None:
         raise RuntimeError("the browser process id is unknown")
     rates = []
     for _ in range(2):  # the lower of two windows: one-off work (a context closing) is not drawing
-        c0, t0 = tree_cpu_s(pid), time.perf_counter()
+        c0, t0 = env.sandbox.cpu_seconds(), time.perf_counter()
         await asyncio.sleep(window_s / 2)
-        rates.append((tree_cpu_s(pid) - c0) / (time.perf_counter() - t0))
+        rates.append((env.sandbox.cpu_seconds() - c0) / (time.perf_counter() - t0))
     return min(rates)
 
 

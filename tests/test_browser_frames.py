@@ -24,7 +24,6 @@ pytestmark = [
 ]
 
 pytest.importorskip("playwright.async_api", reason="needs playwright (pip install farm[browser])")
-psutil = pytest.importorskip("psutil")
 
 from env_adapters.browser import miniwob as M  # noqa: E402
 from env_adapters.browser.oracles import SUITE  # noqa: E402
@@ -33,19 +32,8 @@ from farm.registry import make  # noqa: E402
 
 def idle_cores(env: M.BrowserEnv, seconds: float = 1.0) -> float:
     """CPU cores the env's whole Chromium process tree uses while nobody acts."""
-
-    def cpu() -> float:
-        root = psutil.Process(env.sandbox.browser_pid)
-        total = 0.0
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                t = proc.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
-
     time.sleep(0.5)  # the first frames after reset
+    cpu = env.sandbox.cpu_seconds
     c0, t0 = cpu(), time.perf_counter()
     time.sleep(seconds)
     return (cpu() - c0) / (time.perf_counter() - t0)

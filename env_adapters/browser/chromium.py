@@ -223,6 +223,23 @@ class ChromiumSandbox:
         self._browser.on("disconnected", lambda _: self._set_lost("the browser disconnected"))
         self._browser_pid = await self._find_browser_pid()
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the whole Chromium process tree (browser, renderers,
+        GPU and utility processes) so far; 0 before launch."""
+        if self._browser_pid is None:
+            return 0.0
+        try:
+            root = psutil.Process(self._browser_pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:  # gone
+            return 0.0
+        total = 0.0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):  # a process that just ended
+                t = proc.cpu_times()
+                total += t.user + t.system
+        return total
+
     async def _find_browser_pid(self) -> int | None:
         """The browser process id (for a hard kill if closing hangs)."""
         assert self._browser is not None
