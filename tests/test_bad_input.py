@@ -604,10 +604,14 @@ def test_ten_thousand_abandoned_sessions(sock_path) -> None:
         assert h.total_sessions == h_warm.total_sessions + 10_000 == 13_000
         assert h.reaped_sessions - h_warm.reaped_sessions >= 4_000  # the silent half
         assert proc.num_threads() <= threads_warm + 2, "worker threads were left behind"
-        # Measured (2 cores): growth -2..+11 MiB, the second 5k -3..+4 MiB (allocator noise).
-        # A leak of 2 KB a session adds 20 MiB over 10k and 10 MiB over the second 5k.
+        # Measured (2 cores): growth -2..+11 MiB, the second 5k -3..+4 MiB (allocator noise),
+        # but the allocator can also hand back ~9 MiB in between and take it again (CI: 108.1
+        # -> 99.0 -> 107.4 MiB), so the second half is measured from the highest earlier
+        # reading. A leak of 2 KB a session rises at every reading: +20 MiB over 10k, +10 MiB
+        # over the second 5k above both earlier ones.
         assert rss_end - rss_warm < 20, f"RSS grew by {rss_end - rss_warm:.1f} MiB over 10k"
-        assert rss_end - rss_half < 8, f"RSS kept growing: {rss_end - rss_half:+.1f} MiB"
+        highest = max(rss_warm, rss_half)
+        assert rss_end - highest < 8, f"RSS kept growing: {rss_end - highest:+.1f} MiB"
 
         env = farm.connect(srv.address)
         obs, _ = env.reset(seed=5)
