@@ -7,8 +7,9 @@ farm rows):
 
 * ``farm in-process``: ``farm.registry.make("miniwob/<task>")`` in this process,
   driven through its sync facade (``env.reset`` / ``env.step``), with its
-  defaults: a fresh browser context per episode, frames on demand (these five
-  tasks are still: ``miniwob.ANIMATED_TASKS``);
+  defaults: Debian's headless Chromium (``chromium-headless-shell``), a fresh
+  browser context per episode, frames on demand (these five tasks are still:
+  ``miniwob.ANIMATED_TASKS``);
 * ``farm gRPC``: ``farm serve miniwob/<task>`` as a child process
   (``farm.server.process.ServerProcess``) on a unix socket, driven with
   ``farm.connect`` (the sync gymnasium client, raw images): the served path;
@@ -18,12 +19,15 @@ farm rows):
   (frames at 60 Hz, the setting for animated tasks), for comparison;
 * ``miniwob Selenium``: the package's own env,
   ``gymnasium.make("miniwob/<task>-v1")``, headless Chromium via ChromeDriver
-  (the same Debian Chromium binary), the baseline;
+  (Debian's ``/usr/bin/chromium``), the baseline;
 * ``miniwob Selenium reload``: the same with ``refresh_freq=1`` (the page is
   loaded again on every reset, as a fresh context does; the default reuses the
   page), for reference;
 * ``farm in-process (reuse page)``, ``farm in-process (no spare)``
-  (``spare_contexts=False``): more farm settings, on request.
+  (``spare_contexts=False``), ``farm in-process (full Chromium)`` (the full
+  browser, ``/usr/bin/chromium``): more farm settings, on request;
+* ``miniwob Selenium (headless shell)``: the package driving the headless shell
+  farm uses, on request (a reference: is the binary what makes the difference?).
 
 Equivalent actions: every stack clicks or types into an element named by the
 ref in its *own* element list (farm: the text view, ``click_element(ref)`` /
@@ -96,6 +100,7 @@ from farm.registry import make
 from farm.server.process import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
+HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TASKS = ("click-button", "click-link", "click-checkboxes", "enter-text", "login-user")
 STACKS = (  # the default set; STACK_FACTORIES has more
@@ -109,6 +114,8 @@ STACKS = (  # the default set; STACK_FACTORIES has more
 BASELINE = "miniwob Selenium"
 # the package with refresh_freq=1: a page load on every reset, as farm does (reference row)
 RELOAD_STACK = "miniwob Selenium reload"
+# the package driving the headless shell farm's sandboxes use (reference row)
+SHELL_STACK = "miniwob Selenium (headless shell)"
 TARGET_SPEEDUP = 2.0  # baseline p50 / farm p50, for reset and for steps
 TASK_TIME_LIMIT_S = 45.0  # per task (all stacks): later rounds are skipped, and it says so
 SCREENSHOT_TIME_LIMIT_S = 20.0  # per size (both implementations)
@@ -364,17 +371,25 @@ def package_env_vars() -> None:
     os.environ["MINIWOB_CHROMEDRIVER"] = CHROMEDRIVER
 
 
-def _miniwob_selenium(refresh: bool) -> Callable[[str, str], Any]:
+def _miniwob_selenium(
+    name: str, refresh: bool, binary: str = CHROMIUM
+) -> Callable[[str, str], Any]:
     @contextlib.contextmanager
     def stack(task: str, _sock_dir: str) -> Iterator[Stack]:
         import gymnasium
         import miniwob
 
         gymnasium.register_envs(miniwob)
-        # headless (render_mode None); refresh_freq=1 reloads the page on every reset
-        env = gymnasium.make(f"miniwob/{task}-v1", refresh_freq=1 if refresh else 0)
+        # headless (render_mode None); refresh_freq=1 reloads the page on every reset.
+        # The package starts its browser in make() and reads the binary from the
+        # environment then.
+        os.environ["MINIWOB_CHROME_BINARY"] = binary
         try:
-            yield PackageStack(env, RELOAD_STACK if refresh else BASELINE)
+            env = gymnasium.make(f"miniwob/{task}-v1", refresh_freq=1 if refresh else 0)
+        finally:
+            os.environ["MINIWOB_CHROME_BINARY"] = CHROMIUM
+        try:
+            yield PackageStack(env, name)
         finally:
             env.close()
 
@@ -394,8 +409,12 @@ STACK_FACTORIES: dict[str, Callable[[str, str], Any]] = {
     ),
     "farm gRPC": _farm_grpc("farm gRPC", {}),
     "farm gRPC (reuse page)": _farm_grpc("farm gRPC (reuse page)", {"reuse_page": True}),
-    BASELINE: _miniwob_selenium(refresh=False),
-    RELOAD_STACK: _miniwob_selenium(refresh=True),
+    "farm in-process (full Chromium)": _farm_in_process(
+        "farm in-process (full Chromium)", {"executable_path": CHROMIUM}
+    ),
+    BASELINE: _miniwob_selenium(BASELINE, refresh=False),
+    RELOAD_STACK: _miniwob_selenium(RELOAD_STACK, refresh=True),
+    SHELL_STACK: _miniwob_selenium(SHELL_STACK, refresh=False, binary=HEADLESS_SHELL),
 }
 
 

@@ -52,6 +52,16 @@ def _chromium() -> Check:
     )
 
 
+def _headless_shell() -> Check:
+    return _binary(
+        "browser",
+        "Chromium headless shell",
+        ("/usr/lib/chromium/chromium-headless-shell",),
+        "apt-get install chromium-headless-shell (headless sandboxes use it: a fresh "
+        "context costs about a quarter of the full browser's CPU; scripts/bootstrap does it)",
+    )
+
+
 def _kvm() -> Check:
     path = "/dev/kvm"
     if not os.path.exists(path):
@@ -183,6 +193,7 @@ CHECKS: dict[str, list[Callable[[], Check]]] = {
     "toy": [lambda: _module("toy", "gymnasium", "dev")],
     "browser": [
         _chromium,
+        _headless_shell,
         lambda: _module("browser", "playwright", "browser"),
         lambda: _module("browser", "miniwob", "browser"),
     ],

@@ -71,7 +71,6 @@ import numpy as np
 
 from env_adapters.browser import dom
 from env_adapters.browser.chromium import (
-    DEFAULT_EXECUTABLE,
     ChromiumSandbox,
     NavigationError,
     clip_url,
@@ -144,6 +143,10 @@ class PageTask(Protocol):
     #: True if :meth:`start` may also start an episode on the page of the previous one
     #: (it resets the page's task state itself, as MiniWoB++'s ``core.startEpisodeReal``)
     restartable: bool = False
+    #: True if :meth:`start` seeds the page's ``Math.random`` itself before the episode
+    #: draws from it (MiniWoB++'s ``Math.seedrandom(seed)``); otherwise an episode that
+    #: starts on a page loaded earlier is re-seeded by the env first (one more call)
+    seeds_itself: bool = False
 
     async def start(self, sandbox: ChromiumSandbox, seed: int, options: dict[str, Any]) -> str:
         """Start the episode on the freshly loaded page; return its instruction."""
@@ -249,7 +252,8 @@ class BrowserEnv(GuiEnv):
         op_timeout_s: bound of every sandbox operation (a hung page ends the episode).
         max_type_chars: longest text ``type``/``type_element`` accept.
         page_task: the episode logic (default: from ``task.evaluator``).
-        executable_path: Chromium binary; headless: run without a window.
+        executable_path: Chromium binary (default: `chromium.default_executable`);
+            headless: run without a window.
         spare_contexts: prepare the next episode's context (and page) in the
             sandbox's idle time (see :mod:`env_adapters.browser.chromium`); off: each
             reset opens and loads its context itself.
@@ -285,7 +289,7 @@ class BrowserEnv(GuiEnv):
         op_timeout_s: float = 20.0,
         max_type_chars: int = MAX_TYPE_CHARS,
         page_task: PageTask | None = None,
-        executable_path: str = DEFAULT_EXECUTABLE,
+        executable_path: str | None = None,
         headless: bool = True,
         unthrottled_frames: bool | None = None,
         spare_contexts: bool = True,
@@ -355,7 +359,7 @@ class BrowserEnv(GuiEnv):
             self.sandbox.can_restart(self.url) or self.sandbox.resume_page(self.url)
         ):
             self.sandbox.restarted()
-            await self.sandbox.call(self.sandbox.page.evaluate(seeded_random_js(page_seed)))
+            await self._reseed(page_seed)
             self._refs = ()
             self._notes = {}
             return await self.page_task.start(self.sandbox, page_seed, options)
@@ -365,11 +369,17 @@ class BrowserEnv(GuiEnv):
             timeout_s=self.op_timeout_s,
             preload=self._preload_script(),
         )
-        if preloaded:  # loaded ahead of time with seed 0; the task seeds itself at start
-            await self.sandbox.call(self.sandbox.page.evaluate(seeded_random_js(page_seed)))
+        if preloaded:  # loaded ahead of time with seed 0
+            await self._reseed(page_seed)
         self._refs = ()
         self._notes = {}
         return await self.page_task.start(self.sandbox, page_seed, options)
+
+    async def _reseed(self, page_seed: int) -> None:
+        """Seed ``Math.random`` of a page loaded before the seed was known, unless the
+        page task's start does it anyway."""
+        if not getattr(self.page_task, "seeds_itself", False):
+            await self.sandbox.call(self.sandbox.page.evaluate(seeded_random_js(page_seed)))
 
     async def _perform(self, action: A.Action) -> None:
         self.sandbox.check()

@@ -178,6 +178,7 @@ class MiniWoBTask:
     #: long-lived page: the next episode's page may be loaded ahead of time
     preload = True
     restartable = True  # the start script ends the last episode and starts the next
+    seeds_itself = True  # the start script calls Math.seedrandom(seed) before the task draws
 
     def __init__(self, task: TaskSpec, *, episode_time_ms: int | None = None) -> None:
         self.task = task
