@@ -218,12 +218,18 @@ def time_kind(
     rounds: int,
     sock_dir: str,
     console: Console,
+    alone: bool = False,
 ) -> list[dict[str, Any]]:
-    """Open every stack for ``kind``, warm each up, then time them in interleaved rounds.
+    """Time every stack for ``kind`` in interleaved rounds (round r: stack A, B, C, ...
+    each ``steps / rounds`` steps), which spreads background noise over all stacks.
 
-    Interleaving (round r: stack A, B, C, ... each ``steps / rounds`` steps) spreads
-    any background noise over all stacks instead of landing on one.
+    Together (the default): every stack is opened and warmed up once and stays open
+    while the others are timed. Alone (``alone``): a stack is opened, warmed up, timed
+    and closed again in each round, so nothing of another stack (its server, its
+    client's gRPC threads) is alive while it is timed.
     """
+    if alone:
+        return _time_kind_alone(kind, stacks, warmup, steps, rounds, sock_dir, console)
     n_actions = OBS_KINDS[kind][4]
     actions = [int(a) for a in np.random.default_rng(0).integers(0, n_actions, warmup + steps)]
     per_round = -(-steps // rounds)
@@ -262,8 +268,21 @@ def time_kind(
                     _check_obs(kind, row.stack, row.last)
                 except AssertionError as e:
                     errors[row.stack] = str(e)
+    return _results(
+        kind, stacks, warmup, steps, errors, {row.stack: row for row in open_rows}, console
+    )
+
+
+def _results(
+    kind: str,
+    stacks: list[str],
+    warmup: int,
+    steps: int,
+    errors: dict[str, str],
+    by_stack: dict[str, _Row],
+    console: Console,
+) -> list[dict[str, Any]]:
     results = []
-    by_stack = {row.stack: row for row in open_rows}
     for stack in stacks:
         if stack in errors:
             results.append({"observation": kind, "stack": stack, "error": errors[stack]})
@@ -282,6 +301,42 @@ def time_kind(
             f"p99 {fmt_us(out['p99_us']):>9s}  ({n} steps)"
         )
     return results
+
+
+def _time_kind_alone(
+    kind: str,
+    stacks: list[str],
+    warmup: int,
+    steps: int,
+    rounds: int,
+    sock_dir: str,
+    console: Console,
+) -> list[dict[str, Any]]:
+    n_actions = OBS_KINDS[kind][4]
+    actions = [int(a) for a in np.random.default_rng(0).integers(0, n_actions, warmup + steps)]
+    per_round = -(-steps // rounds)
+    errors: dict[str, str] = {}
+    rows: dict[str, _Row] = {}
+    deadline = time.monotonic() + ROW_TIME_LIMIT_S * max(1, len(stacks))
+    for r in range(rounds):
+        chunk = actions[warmup + r * per_round : warmup + min(steps, (r + 1) * per_round)]
+        for stack in stacks:
+            if stack in errors:
+                continue
+            try:
+                with STACK_FACTORIES[stack](kind, sock_dir) as (step, pid):
+                    row = rows.setdefault(stack, _Row(kind, stack, step, pid))
+                    row.step, row.server_pid = step, pid
+                    row.run(actions[:warmup], timed=False, deadline=0.0)
+                    gc.collect()
+                    server_cpu0 = _cpu_s(pid)
+                    row.run(chunk, timed=True, deadline=deadline)
+                    row.server_cpu_s += _cpu_s(pid) - server_cpu0
+                    _check_obs(kind, stack, row.last)
+            except Exception as e:  # noqa: BLE001 - one broken stack must not hide the rest
+                errors[stack] = f"{type(e).__name__}: {e}"
+                console.print(f"[red]{kind} / {stack} failed:[/] {errors[stack]}")
+    return _results(kind, stacks, warmup, steps, errors, rows, console)
 
 
 # ---------------------------------------------------------------- output
@@ -353,6 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rounds", type=int, default=5, help="interleaved rounds the timed steps are split into"
     )
+    p.add_argument(
+        "--alone",
+        action="store_true",
+        help="open each stack only while it is timed (default: all stacks stay open)",
+    )
     p.add_argument("--json", default="step_latency.json", help="file name under bench/results/")
     args = p.parse_args(argv)
 
@@ -382,7 +442,14 @@ def main(argv: list[str] | None = None) -> int:
         for kind in kinds:
             t0, f0 = time.monotonic(), foreign.cpu_s()
             kind_rows = time_kind(
-                kind, stacks, warmups[kind], steps[kind], args.rounds, sock_dir, console
+                kind,
+                stacks,
+                warmups[kind],
+                steps[kind],
+                args.rounds,
+                sock_dir,
+                console,
+                alone=args.alone,
             )
             share = foreign.fraction(foreign.cpu_s() - f0, time.monotonic() - t0)
             for r in kind_rows:
@@ -403,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
                 "timed_steps": steps,
                 "warmup_steps": warmups,
                 "rounds": args.rounds,
+                "layout": "alone" if args.alone else "together",
                 "episode_length": EPISODE_LENGTH,
                 "image_encoding": "raw",
                 "farm_env": {k: [v[1], v[2]] for k, v in OBS_KINDS.items()},
