@@ -146,3 +146,44 @@ def test_miniwob_episodes_are_the_same_from_a_preloaded_page() -> None:
     assert preloaded["instruction"] == fresh["instruction"]
     assert preloaded["text"] == fresh["text"]
     np.testing.assert_array_equal(preloaded["screenshot"], fresh["screenshot"])
+
+
+def test_with_thinking_time_the_last_context_closes_between_calls(
+    page: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reset adopts the spare and hurries only the spare's stages: the retired context
+    closes in the next idle gap, not alongside the new episode's first calls."""
+    from env_adapters.browser import chromium
+
+    env = page_env(page, preload=True)
+    started_during_a_call: list[bool] = []
+    close = chromium._close_context
+
+    async def spy(context: Any) -> None:
+        started_during_a_call.append(env.sandbox.idle._busy > 0)
+        await close(context)
+
+    monkeypatch.setattr(chromium, "_close_context", spy)
+    try:
+        for seed in range(3):
+            time.sleep(THINK_S)
+            env.reset(seed=seed)
+            think(env, THINK_S, 2)
+        assert len(started_during_a_call) >= 2  # the first two episodes' contexts
+        assert not any(started_during_a_call), started_during_a_call
+    finally:
+        env.close()
+
+
+def test_hurry_lifts_the_gate_for_its_stages_only() -> None:
+    from env_adapters.browser.idle import IdleGate
+
+    gate = IdleGate(min_idle_s=0.0)
+    with gate.busy():
+        assert not gate.may_start("load") and not gate.may_start("close")
+        with gate.hurry("context", "page", "load"):
+            assert gate.may_start("load") and gate.may_start("context")
+            assert not gate.may_start("close")
+        assert not gate.may_start("load")
+        with gate.hurry("close"):
+            assert gate.may_start("close") and not gate.may_start("load")

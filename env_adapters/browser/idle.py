@@ -16,13 +16,16 @@ idle for at least ``min_idle_s``, and the gap predicted to remain covers it::
 
 So a client that calls back to back (``g`` near 0) gets no background work
 competing with its steps, and a policy that thinks longer than the stages has
-them done in its thinking time. :meth:`IdleGate.hurry` lifts the gate while a
-call waits for the work itself (a reset that needs the prepared context).
+them done in its thinking time. :meth:`IdleGate.hurry` lifts the gate for the
+stages a call waits for itself (a reset that needs the prepared context), and
+only for those: other background work (closing the last episode's context)
+still waits for idle time rather than land on the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import Iterator
@@ -42,7 +45,7 @@ class IdleGate:
         self.stage_s: dict[str, float] = dict(DEFAULT_STAGE_S)
         self._busy = 0
         self._idle_since = time.monotonic()
-        self._hurry = 0
+        self._hurry: collections.Counter[str] = collections.Counter()
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:
@@ -59,17 +62,17 @@ class IdleGate:
                 self._idle_since = time.monotonic()
 
     @contextlib.contextmanager
-    def hurry(self) -> Iterator[None]:
-        """Let every stage run at once while the block runs (a caller waits for them)."""
-        self._hurry += 1
+    def hurry(self, *stages: str) -> Iterator[None]:
+        """Let ``stages`` run at once while the block runs (a caller waits for them)."""
+        self._hurry.update(stages)
         try:
             yield
         finally:
-            self._hurry -= 1
+            self._hurry.subtract(stages)
 
     def may_start(self, stage: str) -> bool:
         """Whether ``stage`` may start now (see module doc)."""
-        if self._hurry:
+        if self._hurry[stage] > 0:
             return True
         if self._busy:
             return False
