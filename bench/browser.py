@@ -96,11 +96,10 @@ from _common import (
 from rich.console import Console
 from rich.table import Table
 
+from env_adapters.browser.chromium import CHROMIUM, HEADLESS_SHELL
 from farm.registry import make
 from farm.server.process import ServerProcess
 
-CHROMIUM = "/usr/bin/chromium"
-HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TASKS = ("click-button", "click-link", "click-checkboxes", "enter-text", "login-user")
 STACKS = (  # the default set; STACK_FACTORIES has more

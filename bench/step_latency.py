@@ -210,6 +210,15 @@ class _Row:
         self.client_cpu_s += time.process_time() - client_cpu0
 
 
+def _actions(kind: str, warmup: int, steps: int, rounds: int) -> tuple[list[int], list[list[int]]]:
+    """The same actions for every stack: the warm-up ones, then the timed ones per round."""
+    n_actions = OBS_KINDS[kind][4]
+    actions = [int(a) for a in np.random.default_rng(0).integers(0, n_actions, warmup + steps)]
+    per_round = -(-steps // rounds)
+    timed = actions[warmup:]
+    return actions[:warmup], [timed[r * per_round : (r + 1) * per_round] for r in range(rounds)]
+
+
 def time_kind(
     kind: str,
     stacks: list[str],
@@ -230,9 +239,7 @@ def time_kind(
     """
     if alone:
         return _time_kind_alone(kind, stacks, warmup, steps, rounds, sock_dir, console)
-    n_actions = OBS_KINDS[kind][4]
-    actions = [int(a) for a in np.random.default_rng(0).integers(0, n_actions, warmup + steps)]
-    per_round = -(-steps // rounds)
+    warm, chunks = _actions(kind, warmup, steps, rounds)
     errors: dict[str, str] = {}
     open_rows: list[_Row] = []
     with contextlib.ExitStack() as exit_stack:
@@ -240,7 +247,7 @@ def time_kind(
             try:
                 step, pid = exit_stack.enter_context(STACK_FACTORIES[stack](kind, sock_dir))
                 row = _Row(kind, stack, step, pid)
-                row.run(actions[:warmup], timed=False, deadline=0.0)
+                row.run(warm, timed=False, deadline=0.0)
             except Exception as e:  # noqa: BLE001 - one broken stack must not hide the rest
                 errors[stack] = f"{type(e).__name__}: {e}"
                 console.print(f"[red]{kind} / {stack} failed:[/] {errors[stack]}")
@@ -250,8 +257,7 @@ def time_kind(
         # a server is idle while the other stacks run, so its CPU is read across all
         # rounds at once (psutil's CPU times tick in 10 ms steps)
         server_cpu0 = {row.stack: _cpu_s(row.server_pid) for row in open_rows}
-        for r in range(rounds):
-            chunk = actions[warmup + r * per_round : warmup + min(steps, (r + 1) * per_round)]
+        for chunk in chunks:
             for row in open_rows:
                 if row.stack in errors:
                     continue
@@ -312,14 +318,11 @@ def _time_kind_alone(
     sock_dir: str,
     console: Console,
 ) -> list[dict[str, Any]]:
-    n_actions = OBS_KINDS[kind][4]
-    actions = [int(a) for a in np.random.default_rng(0).integers(0, n_actions, warmup + steps)]
-    per_round = -(-steps // rounds)
+    warm, chunks = _actions(kind, warmup, steps, rounds)
     errors: dict[str, str] = {}
     rows: dict[str, _Row] = {}
     deadline = time.monotonic() + ROW_TIME_LIMIT_S * max(1, len(stacks))
-    for r in range(rounds):
-        chunk = actions[warmup + r * per_round : warmup + min(steps, (r + 1) * per_round)]
+    for chunk in chunks:
         for stack in stacks:
             if stack in errors:
                 continue
@@ -327,7 +330,7 @@ def _time_kind_alone(
                 with STACK_FACTORIES[stack](kind, sock_dir) as (step, pid):
                     row = rows.setdefault(stack, _Row(kind, stack, step, pid))
                     row.step, row.server_pid = step, pid
-                    row.run(actions[:warmup], timed=False, deadline=0.0)
+                    row.run(warm, timed=False, deadline=0.0)
                     gc.collect()
                     server_cpu0 = _cpu_s(pid)
                     row.run(chunk, timed=True, deadline=deadline)

@@ -376,6 +376,7 @@ class ChromiumSandbox:
             self._closing_task(_close_context(evicted.context))
 
     def _closing_task(self, coro: Any) -> None:
+        """Keep a close (a coroutine, or a task already running it) until it is done."""
         fut = asyncio.ensure_future(coro)
         self._closing.add(fut)
         fut.add_done_callback(self._closing.discard)
@@ -499,8 +500,7 @@ class ChromiumSandbox:
             return
         tab, task = retiring
         if tab.closing:  # closing already: let it finish in the background
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._closing_task(task)
             return
         task.cancel()
         self._closing_task(_close_context(tab.context))
@@ -508,12 +508,15 @@ class ChromiumSandbox:
     async def _finish_retiring(self) -> None:
         """Close the previous episode's tab now and wait for it (bounded)."""
         retiring, self._retiring = self._retiring, None
-        if retiring is not None and not retiring[1].done():
+        if retiring is None:
+            return
+        _, task = retiring
+        if not task.done():
             try:
                 with self.idle.hurry("close"):
-                    await asyncio.wait_for(asyncio.shield(retiring[1]), _CLOSE_TIMEOUT_S)
+                    await asyncio.wait_for(asyncio.shield(task), _CLOSE_TIMEOUT_S)
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - bounded, never fails
-                retiring[1].cancel()
+                task.cancel()
 
     async def close(self, *, force: bool = False) -> None:
         """Close everything; bounded in time, never raises.
