@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,9 @@ _ARRAY_SPACES = (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)
 _DOUBLE = struct.Struct("<d")
 
 Chunks = list[Any]  # bytes-like pieces whose concatenation is the encoding
+# writes the fields of one ``Value`` into the chunks and returns their size
+# (``encode_value`` bound to a space, or a plan's encoder from farm.fastwire)
+ValueWriter = Callable[[Any, Chunks], int]
 
 # ---------------------------------------------------------------- writing
 
@@ -194,8 +198,13 @@ def value_bytes(space: spaces.Space, value: Any) -> bytes:
 
 def step_request(space: spaces.Space, action: Any) -> bytes:
     """A serialized ``SessionRequest{step: StepRequest{action}}``."""
+    return build_step_request(lambda v, out: encode_value(space, v, out), action)
+
+
+def build_step_request(write: ValueWriter, action: Any) -> bytes:
+    """:func:`step_request` with the action written by ``write`` (see :data:`ValueWriter`)."""
     value: Chunks = []
-    size = encode_value(space, action, value)
+    size = write(action, value)
     body: Chunks = []
     out: Chunks = []
     _len_field(out, 3, body, _len_field(body, 1, value, size))
@@ -206,31 +215,51 @@ def step_response(
     space: spaces.Space, obs: Any, reward: float, terminated: bool, truncated: bool, info: bytes
 ) -> bytes:
     """A serialized ``SessionResponse{step: StepResponse{...}}``."""
-    body: Chunks = []
-    obs_chunks: Chunks = []
-    size = _len_field(body, 1, obs_chunks, encode_value(space, obs, obs_chunks))
-    if reward:
-        data = _tag(2, _I64) + _DOUBLE.pack(reward)
-        body.append(data)
-        size += len(data)
-    flags = (_tag(3, _VARINT) + b"\x01" if terminated else b"") + (
-        _tag(4, _VARINT) + b"\x01" if truncated else b""
+    return build_step_response(
+        lambda v, out: encode_value(space, v, out), obs, reward, terminated, truncated, info
     )
-    if flags:
-        body.append(flags)
-        size += len(flags)
+
+
+def build_step_response(
+    write: ValueWriter, obs: Any, reward: float, terminated: bool, truncated: bool, info: bytes
+) -> bytes:
+    """:func:`step_response` with the observation written by ``write``."""
+    obs_chunks: Chunks = []
+    obs_size = write(obs, obs_chunks)
+    head = b"\x0a" + varint(obs_size)  # StepResponse.observation (field 1, LEN)
+    tail = b""
+    if reward:
+        tail = _REWARD_TAG + _DOUBLE.pack(reward)
+    if terminated:
+        tail += _TERMINATED
+    if truncated:
+        tail += _TRUNCATED
     if info:
-        size += _bytes_field(body, 5, info, len(info))
-    out: Chunks = []
-    _len_field(out, R_STEP, body, size)
-    return b"".join(out)
+        tail += _INFO_TAG + varint(len(info)) + info
+    size = len(head) + obs_size + len(tail)
+    return b"".join([_STEP_TAG, varint(size), head, *obs_chunks, tail])
+
+
+# StepResponse fields 2 (reward, fixed64), 3/4 (terminated/truncated = 1), 5 (info, LEN);
+# SessionResponse.step (field R_STEP, LEN)
+_REWARD_TAG = bytes([(2 << 3) | _I64])
+_TERMINATED = bytes([(3 << 3) | _VARINT, 1])
+_TRUNCATED = bytes([(4 << 3) | _VARINT, 1])
+_INFO_TAG = bytes([(5 << 3) | _LEN])
+_STEP_TAG = bytes([(R_STEP << 3) | _LEN])
+_RESET_TAG = bytes([(R_RESET << 3) | _LEN])
 
 
 def reset_response(space: spaces.Space, obs: Any, info: bytes) -> bytes:
     """A serialized ``SessionResponse{reset: ResetResponse{...}}``."""
+    return build_reset_response(lambda v, out: encode_value(space, v, out), obs, info)
+
+
+def build_reset_response(write: ValueWriter, obs: Any, info: bytes) -> bytes:
+    """:func:`reset_response` with the observation written by ``write``."""
     body: Chunks = []
     obs_chunks: Chunks = []
-    size = _len_field(body, 1, obs_chunks, encode_value(space, obs, obs_chunks))
+    size = _len_field(body, 1, obs_chunks, write(obs, obs_chunks))
     if info:
         size += _bytes_field(body, 2, info, len(info))
     out: Chunks = []
@@ -445,6 +474,11 @@ def read_response(buf: bytes) -> tuple[int, Any]:
     list of the sub-message's fields (see :func:`fields`).
     """
     try:
+        first = buf[0] if buf else 0
+        if first == _STEP_TAG[0] or first == _RESET_TAG[0]:  # the common case: one field
+            n, pos = _read_varint(buf, 1)
+            if pos + n == len(buf):
+                return first >> 3, fields(buf, pos, pos + n)
         kind, payload = 0, None
         for field, wt, val in fields(buf, 0, len(buf)):  # the last response field wins
             if wt != _LEN:

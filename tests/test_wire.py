@@ -9,7 +9,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import data_equivalence
 
-from farm import wire
+from farm import fastwire, wire
 from farm.errors import EncodingError
 from farm.proto import farm_pb2 as pb
 
@@ -110,3 +110,60 @@ def test_wrong_wire_type_for_a_kind_is_rejected():
     data = pb.Value(int=3).SerializeToString().replace(b"\x10", b"\x18", 1)  # int -> text tag
     with pytest.raises(EncodingError, match="wire type"):
         wire.read_value(spaces.Text(4), data, 0, len(data))
+
+
+# ---------------------------------------------------------------- farm.fastwire
+
+
+@pytest.mark.parametrize("space", SPACES, ids=lambda s: type(s).__name__)
+def test_plans_write_and_read_the_generic_bytes(space):
+    plan = fastwire.plan_for(space)
+    space.seed(5)
+    for _ in range(20):
+        value = space.sample()
+        if isinstance(value, np.generic) and isinstance(space, spaces.Box):
+            value = np.asarray(value)
+        fast: wire.Chunks = []
+        size = plan.encode(value, fast)
+        data = b"".join(fast)
+        assert data == wire.value_bytes(space, value) and size == len(data)
+        padded = b"\x00" * 3 + data + b"\x00" * 2  # a Value inside a larger message
+        decoded = plan.decode(padded, 3, 3 + len(data))
+        assert data_equivalence(value, decoded), (value, decoded)
+        assert plan.contains(decoded) == space.contains(decoded)
+
+
+def test_array_plan_falls_back_for_other_layouts():
+    space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    plan = fastwire.plan_for(space)
+    value = np.array([0.5, -0.5, 0.25, 0.0], np.float32)
+    for other in (value.tolist(), value.astype(np.float16), value.astype(">f4")):
+        out: wire.Chunks = []
+        plan.encode(other, out)
+        assert b"".join(out) == wire.value_bytes(space, other)
+    # another writer's layout (float16 on the wire, extra shape field) is read by the generic path
+    msg = pb.Value()
+    msg.array.dtype, msg.array.data = "<f2", value.astype(np.float16).tobytes()
+    msg.array.shape.extend([4])
+    data = msg.SerializeToString()
+    got = plan.decode(data, 0, len(data))
+    assert got.dtype == np.float32 and np.array_equal(got, value)
+    # and its errors are the generic ones
+    bad = pb.Value(int=3).SerializeToString()
+    with pytest.raises(EncodingError, match="expects a value of kind 'array'"):
+        plan.decode(bad, 0, len(bad))
+    with pytest.raises(EncodingError, match="does not fit"):
+        plan.encode(np.zeros(5, np.float32), [])
+
+
+def test_discrete_plan_reads_every_integer_and_checks_the_range():
+    space = spaces.Discrete(300, start=-5)
+    plan = fastwire.plan_for(space)
+    for v in (-5, 0, 100, 127, 128, 294, 400, -6):
+        data = pb.Value(int=v).SerializeToString()
+        got = plan.decode(data, 0, len(data))
+        assert type(got) is np.int64 and got == v
+        assert plan.contains(got) == space.contains(got) == (-5 <= v < 295)
+    with pytest.raises(EncodingError, match="not an integer"):
+        plan.encode(True, [])
+    assert plan.contains(np.int32(3)) and not plan.contains(1.5)

@@ -32,6 +32,7 @@ from farm.errors import (
     from_status,
     status_code,
 )
+from farm.fastwire import plan_for
 from farm.proto import farm_pb2 as pb
 from farm.protocol import SUPPORTED_VERSIONS
 
@@ -90,6 +91,8 @@ class AsyncSession:
         self.env_id = opened.env.env_id
         self.observation_space = codec.space_from_proto(opened.env.observation_space)
         self.action_space = codec.space_from_proto(opened.env.action_space)
+        self._action = plan_for(self.action_space)
+        self._obs = plan_for(self.observation_space)
         self.metadata = codec.decode_info(opened.env.metadata_json)
         self._pending: deque[str] = deque()
         self.closed = False
@@ -180,7 +183,7 @@ class AsyncSession:
         await self._send(req, "reset")
 
     async def send_step(self, action: Any) -> None:
-        await self._send(wire.step_request(self.action_space, action), "step")
+        await self._send(wire.build_step_request(self._action.encode, action), "step")
 
     @property
     def pending(self) -> int:
@@ -207,12 +210,12 @@ class AsyncSession:
         rkind, payload = wire.read_response(data)
         if rkind == wire.R_ERROR:
             raise from_status(status_code(payload[0]), payload[1])
-        space = self.observation_space
+        decode = self._obs.decode
         if kind == "step" and rkind == wire.R_STEP:
             obs, reward, terminated, truncated, info = None, 0.0, False, False, b""
             for field, _, val in payload:
                 if field == 1:
-                    obs = wire.read_value(space, data, *val)
+                    obs = decode(data, *val)
                 elif field == 2:
                     reward = wire.read_double(data, val)
                 elif field == 3:
@@ -228,7 +231,7 @@ class AsyncSession:
             obs, info = None, b""
             for field, _, val in payload:
                 if field == 1:
-                    obs = wire.read_value(space, data, *val)
+                    obs = decode(data, *val)
                 elif field == 2:
                     info = data[val[0] : val[1]]
             if obs is None:

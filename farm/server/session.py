@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from farm import codec, wire
 from farm.env import EnvRunner
 from farm.errors import EncodingError, RemoteError
+from farm.fastwire import plan_for
 from farm.proto import farm_pb2 as pb
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
@@ -56,6 +57,8 @@ class Session:
         self.runner = runner
         self.observation_space = runner.observation_space
         self.action_space = runner.action_space
+        self._action = plan_for(self.action_space)
+        self._obs = plan_for(self.observation_space)
         self.image_encoding = image_encoding
         self.jpeg_quality = jpeg_quality
         self.running = False
@@ -114,7 +117,7 @@ class Session:
         except Exception as e:  # noqa: BLE001 - the env's failure is reported, never fatal
             return error_response(*_env_failure("env.reset()", e))
         try:
-            resp = wire.reset_response(self.observation_space, obs, codec.encode_info(info))
+            resp = wire.build_reset_response(self._obs.encode, obs, codec.encode_info(info))
             resp = self._observation_bytes(resp)
         except (EncodingError, TypeError, ValueError) as e:
             return error_response(
@@ -129,10 +132,10 @@ class Session:
             return error_response(_PRECONDITION, f"step() refused: {self.end_reason}")
         try:
             action_range = _action_range(data, body)
-            action = wire.read_value(self.action_space, data, *action_range)
+            action = self._action.decode(data, *action_range)
         except EncodingError as e:
             return error_response(_INVALID, f"invalid action: {e}")
-        if not self.action_space.contains(action):
+        if not self._action.contains(action):
             return error_response(
                 _INVALID, f"action {_short(action)} is outside the action space {self.action_space}"
             )
@@ -145,8 +148,8 @@ class Session:
             return error_response(code, text + "; the episode is over, call reset()")
         self.steps += 1
         try:
-            resp = wire.step_response(
-                self.observation_space,
+            resp = wire.build_step_response(
+                self._obs.encode,
                 obs,
                 float(reward),
                 bool(terminated),
@@ -169,11 +172,17 @@ class Session:
 
 # SessionRequest fields (farm.proto)
 _OPEN, _RESET, _STEP, _CLOSE = 1, 2, 3, 4
+_STEP_TAG = bytes([(_STEP << 3) | 2])
+_ACTION_TAG = bytes([(1 << 3) | 2])  # StepRequest.action
 _CLOSED_RESPONSE = pb.SessionResponse(closed=pb.CloseResponse()).SerializeToString()
 
 
 def _parse_request(data: bytes) -> tuple[int, tuple[int, int]]:
     """The request kind of serialized ``SessionRequest`` bytes and its body's offsets."""
+    if data[:1] == _STEP_TAG:  # the common case: one `step` field and nothing else
+        n, pos = _read_short_varint(data, 1)
+        if pos + n == len(data):
+            return _STEP, (pos, pos + n)
     kind, body = 0, (0, 0)
     for field, wt, val in wire.fields(data, 0, len(data)):
         if field in (_OPEN, _RESET, _STEP, _CLOSE):
@@ -183,7 +192,23 @@ def _parse_request(data: bytes) -> tuple[int, tuple[int, int]]:
     return kind, body
 
 
+def _read_short_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A varint of at most two bytes at ``pos`` and the position after it; (-1, 0) if longer."""
+    b = data[pos] if pos < len(data) else 0x80
+    if b < 0x80:
+        return b, pos + 1
+    c = data[pos + 1] if pos + 1 < len(data) else 0x80
+    if c < 0x80:
+        return (b & 0x7F) | (c << 7), pos + 2
+    return -1, 0
+
+
 def _action_range(data: bytes, body: tuple[int, int]) -> tuple[int, int]:
+    start, end = body
+    if data[start : start + 1] == _ACTION_TAG:  # the common case: only the action field
+        n, pos = _read_short_varint(data, start + 1)
+        if pos + n == end:
+            return pos, end
     for field, wt, val in wire.fields(data, *body):
         if field == 1 and wt == 2:
             return val
