@@ -161,6 +161,10 @@ def _json_default(obj: Any) -> Any:
     return repr(obj)
 
 
+# built once: json.dumps() with these arguments would build a new encoder per call
+_INFO_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_default)
+
+
 def encode_info(info: dict[str, Any] | None) -> bytes:
     """JSON bytes for an info/options dict; ``b""`` for empty.
 
@@ -169,7 +173,7 @@ def encode_info(info: dict[str, Any] | None) -> bytes:
     """
     if not info:
         return b""
-    return json.dumps(info, separators=(",", ":"), default=_json_default).encode()
+    return _INFO_ENCODER.encode(info).encode()
 
 
 def decode_info(data: bytes) -> dict[str, Any]:
@@ -177,7 +181,8 @@ def decode_info(data: bytes) -> dict[str, Any]:
     if not data:
         return {}
     try:
-        value = json.loads(data)
+        # encode_info writes ASCII; decoding first skips json's encoding detection
+        value = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except (ValueError, UnicodeDecodeError) as e:
         raise EncodingError(f"info/options is not valid JSON: {e}") from e
     if not isinstance(value, dict):

@@ -205,10 +205,9 @@ def build_step_request(write: ValueWriter, action: Any) -> bytes:
     """:func:`step_request` with the action written by ``write`` (see :data:`ValueWriter`)."""
     value: Chunks = []
     size = write(action, value)
-    body: Chunks = []
-    out: Chunks = []
-    _len_field(out, 3, body, _len_field(body, 1, value, size))
-    return b"".join(out)
+    head = b"\x0a" + varint(size)  # StepRequest.action (field 1, LEN)
+    # SessionRequest.step (field 3, LEN)
+    return b"".join([b"\x1a", varint(len(head) + size), head, *value])
 
 
 def step_response(

@@ -167,3 +167,16 @@ def test_discrete_plan_reads_every_integer_and_checks_the_range():
     with pytest.raises(EncodingError, match="not an integer"):
         plan.encode(True, [])
     assert plan.contains(np.int32(3)) and not plan.contains(1.5)
+
+
+@pytest.mark.parametrize("space", SPACES, ids=lambda s: type(s).__name__)
+def test_step_request_is_what_the_generated_classes_write(space):
+    space.seed(7)
+    value = space.sample()
+    if isinstance(value, np.generic) and isinstance(space, spaces.Box):
+        value = np.asarray(value)
+    expected = pb.SessionRequest()
+    expected.step.action.ParseFromString(wire.value_bytes(space, value))
+    assert wire.step_request(space, value) == expected.SerializeToString()
+    plan = fastwire.plan_for(space)
+    assert wire.build_step_request(plan.encode, value) == expected.SerializeToString()

@@ -185,9 +185,7 @@ class RemoteEnv(gym.Env):
         self.address = address
 
     def _run(self, coro: Any) -> Any:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if asyncio._get_running_loop() is None:  # (get_running_loop() raises instead)
             return self._loop.run_until_complete(coro)
         coro.close()
         raise FarmError(
