@@ -58,20 +58,13 @@ def _array_plan(space: spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete) -
     shape = tuple(space.shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     count = nbytes // dtype.itemsize
-    generic = _generic(space)
     if nbytes == 0 or dtype.hasobject:
-        return generic
-    # the Array fields, exactly as wire.encode_array writes them, up to the data itself
-    fields: Chunks = []
-    size = wire._bytes_field(fields, wire.A_DTYPE, dtype.str.encode(), len(dtype.str))
-    if shape:
-        packed = b"".join(wire.varint(d) for d in shape)
-        size += wire._bytes_field(fields, wire.A_SHAPE, packed, len(packed))
-    head = wire._tag(wire.A_DATA, wire._LEN) + wire.varint(nbytes)
-    size += len(head) + nbytes
-    value_head = wire._tag(wire.V_ARRAY, wire._LEN) + wire.varint(size)
-    header = value_head + b"".join(fields) + head  # everything before the data
-    total = len(header) + nbytes
+        return _generic(space)
+    # everything before the data (Value and Array headers, the data's length), taken from
+    # what the generic encoder writes for a zero array: the same bytes by construction
+    zeros = wire.value_bytes(space, np.zeros(shape, dtype))
+    header = zeros[: len(zeros) - nbytes]
+    total = len(zeros)
     hlen = len(header)
 
     def encode(value: Any, out: Chunks) -> int:
@@ -92,7 +85,7 @@ def _array_plan(space: spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete) -
     return SpacePlan(space, encode, decode, space.contains)
 
 
-_INT_TAG = wire._tag(wire.V_INT, wire._VARINT)
+_INT_TAG = bytes([wire.V_INT << 3])  # Value.int, wire type 0 (varint)
 _INT_TAG_BYTE = _INT_TAG[0]
 
 
@@ -101,7 +94,7 @@ def _discrete_plan(space: spaces.Discrete) -> SpacePlan:
     scalar = space.dtype.type
 
     def encode(value: Any, out: Chunks) -> int:
-        if type(value) is int or (isinstance(value, np.integer) and not isinstance(value, bool)):
+        if type(value) is int or isinstance(value, np.integer):
             data = _INT_TAG + wire.varint(int(value))
             out.append(data)
             return len(data)
