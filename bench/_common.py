@@ -85,6 +85,8 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
+        # the interpreter behind the venv (bootstrap prefers Debian's optimised build)
+        "python_executable": os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
         "grpcio": _version("grpcio"),
         "protobuf": _version("protobuf"),
         "protobuf_backend": api_implementation.Type(),
