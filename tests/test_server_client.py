@@ -244,6 +244,26 @@ def test_describe_and_health() -> None:
 # ---------------------------------------------------------------- auth, versions
 
 
+@pytest.mark.parametrize("delay_s", [0.0, 0.002, 0.01, 0.3])
+def test_a_refused_open_reports_the_servers_status_however_the_race_goes(monkeypatch, delay_s):
+    """A wrong token ends the call at once; the client's `open` may be written before that
+    status arrives, while it arrives (gRPC core fails the write: INTERNAL) or after the call
+    has finished ("RPC already finished"). Each way the error is the server's own status."""
+    from grpc.aio._call import StreamStreamCall
+
+    write = StreamStreamCall.write
+
+    async def late_write(self, request):  # the open goes out `delay_s` after the call starts
+        await asyncio.sleep(delay_s)
+        return await write(self, request)
+
+    monkeypatch.setattr(StreamStreamCall, "write", late_write)
+    with ServerProcess("toy/text-task", args=["--token", "s3cret-token"]) as srv:
+        for _ in range(3):
+            with pytest.raises(UnauthenticatedError, match="missing or wrong token"):
+                farm.connect(srv.address, token="wrong")
+
+
 def test_token_auth() -> None:
     with ServerProcess("toy/text-task", args=["--token", "s3cret-token"]) as srv:
         for token in (None, "wrong", "s3cret-token-but-longer", ""):

@@ -75,6 +75,16 @@ async def open_channel(address: str, timeout: float) -> grpc.aio.Channel:
     return channel
 
 
+async def _ended_status(call: Any, timeout: float) -> tuple[grpc.StatusCode, str] | None:
+    """The status ``call`` ended with, if it ends with one other than OK within ``timeout``."""
+    try:
+        code = await asyncio.wait_for(call.code(), timeout)
+        details = await call.details()
+    except (TimeoutError, grpc.RpcError, asyncio.InvalidStateError):
+        return None
+    return None if code == grpc.StatusCode.OK else (code, details)
+
+
 def _raise_error(resp: pb.SessionResponse) -> None:
     raise from_status(status_code(resp.error.code), resp.error.message)
 
@@ -121,7 +131,16 @@ class AsyncSession:
             req.open.image_encoding = _ENCODINGS[image_encoding]
             req.open.jpeg_quality = jpeg_quality
             req.open.client_name = client_name
-            await call.write(req.SerializeToString())
+            try:
+                await call.write(req.SerializeToString())
+            except (grpc.RpcError, asyncio.InvalidStateError):
+                # the server may end the call at once (token, draining, session limit); a
+                # write racing that status fails with INTERNAL or "RPC already finished":
+                # report the status the server sent, not the write's failure
+                ended = await _ended_status(call, min(timeout, 5.0))
+                if ended is None:
+                    raise
+                raise from_status(*ended) from None
             data = await asyncio.wait_for(call.read(), timeout)
             if data is grpc.aio.EOF:
                 raise from_status(await call.code(), await call.details())
@@ -134,6 +153,11 @@ class AsyncSession:
         except grpc.RpcError as e:
             await channel.close()
             raise from_rpc_error(e) from None
+        except asyncio.InvalidStateError:  # finished before `open` was sent, with no status
+            await channel.close()
+            raise SandboxUnavailableError(
+                f"the farm server at {address} ended the session before it opened"
+            ) from None
         except TimeoutError:
             await channel.close()
             raise SandboxUnavailableError(
