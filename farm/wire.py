@@ -282,6 +282,19 @@ def _read_varint(buf: Any, pos: int) -> tuple[int, int]:
             raise EncodingError("malformed varint")
 
 
+def lone_field(buf: Any, pos: int, end: int, key: int) -> tuple[int, int] | None:
+    """The ``(start, stop)`` offsets of the value of ``buf[pos:end]``'s only field, if that
+    message is exactly one length-delimited field whose key byte is ``key``; else None
+    (the caller then walks the fields). A fast path for the per-step messages."""
+    if pos >= end or buf[pos] != key:
+        return None
+    try:
+        n, start = _read_varint(buf, pos + 1)
+    except (IndexError, EncodingError):
+        return None
+    return (start, end) if start + n == end else None
+
+
 def fields(buf: Any, pos: int, end: int) -> list[tuple[int, int, Any]]:
     """The ``(field, wire_type, value)`` triples of the message in ``buf[pos:end]``.
 
@@ -473,11 +486,10 @@ def read_response(buf: bytes) -> tuple[int, Any]:
     list of the sub-message's fields (see :func:`fields`).
     """
     try:
-        first = buf[0] if buf else 0
-        if first == _STEP_TAG[0] or first == _RESET_TAG[0]:  # the common case: one field
-            n, pos = _read_varint(buf, 1)
-            if pos + n == len(buf):
-                return first >> 3, fields(buf, pos, pos + n)
+        for key in (_STEP_TAG[0], _RESET_TAG[0]):  # the common case: one step/reset field
+            body = lone_field(buf, 0, len(buf), key)
+            if body is not None:
+                return key >> 3, fields(buf, *body)
         kind, payload = 0, None
         for field, wt, val in fields(buf, 0, len(buf)):  # the last response field wins
             if wt != _LEN:

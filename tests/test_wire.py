@@ -180,3 +180,15 @@ def test_step_request_is_what_the_generated_classes_write(space):
     assert wire.step_request(space, value) == expected.SerializeToString()
     plan = fastwire.plan_for(space)
     assert wire.build_step_request(plan.encode, value) == expected.SerializeToString()
+
+
+def test_lone_field_only_takes_a_message_of_exactly_one_such_field():
+    body = b"\x0a\x02\x10\x01"  # StepRequest{action: Value{int: 1}}
+    msg = b"\x1a" + bytes([len(body)]) + body
+    assert wire.lone_field(msg, 0, len(msg), 0x1A) == (2, len(msg))
+    assert wire.lone_field(msg, 2, len(msg), 0x0A) == (4, len(msg))
+    assert wire.lone_field(msg, 0, len(msg), 0x12) is None  # another field
+    assert wire.lone_field(msg + b"\x20\x01", 0, len(msg) + 2, 0x1A) is None  # a second field
+    assert wire.lone_field(msg[:-1], 0, len(msg) - 1, 0x1A) is None  # truncated
+    assert wire.lone_field(b"\x1a\xff\xff", 0, 3, 0x1A) is None  # varint runs off the end
+    assert wire.lone_field(b"", 0, 0, 0x1A) is None

@@ -172,17 +172,16 @@ class Session:
 
 # SessionRequest fields (farm.proto)
 _OPEN, _RESET, _STEP, _CLOSE = 1, 2, 3, 4
-_STEP_TAG = bytes([(_STEP << 3) | 2])
-_ACTION_TAG = bytes([(1 << 3) | 2])  # StepRequest.action
+_STEP_KEY = (_STEP << 3) | 2  # SessionRequest.step, length-delimited
+_ACTION_KEY = (1 << 3) | 2  # StepRequest.action, length-delimited
 _CLOSED_RESPONSE = pb.SessionResponse(closed=pb.CloseResponse()).SerializeToString()
 
 
 def _parse_request(data: bytes) -> tuple[int, tuple[int, int]]:
     """The request kind of serialized ``SessionRequest`` bytes and its body's offsets."""
-    if data[:1] == _STEP_TAG:  # the common case: one `step` field and nothing else
-        n, pos = _read_short_varint(data, 1)
-        if pos + n == len(data):
-            return _STEP, (pos, pos + n)
+    step = wire.lone_field(data, 0, len(data), _STEP_KEY)  # the common case
+    if step is not None:
+        return _STEP, step
     kind, body = 0, (0, 0)
     for field, wt, val in wire.fields(data, 0, len(data)):
         if field in (_OPEN, _RESET, _STEP, _CLOSE):
@@ -192,23 +191,10 @@ def _parse_request(data: bytes) -> tuple[int, tuple[int, int]]:
     return kind, body
 
 
-def _read_short_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A varint of at most two bytes at ``pos`` and the position after it; (-1, 0) if longer."""
-    b = data[pos] if pos < len(data) else 0x80
-    if b < 0x80:
-        return b, pos + 1
-    c = data[pos + 1] if pos + 1 < len(data) else 0x80
-    if c < 0x80:
-        return (b & 0x7F) | (c << 7), pos + 2
-    return -1, 0
-
-
 def _action_range(data: bytes, body: tuple[int, int]) -> tuple[int, int]:
-    start, end = body
-    if data[start : start + 1] == _ACTION_TAG:  # the common case: only the action field
-        n, pos = _read_short_varint(data, start + 1)
-        if pos + n == end:
-            return pos, end
+    action = wire.lone_field(data, *body, _ACTION_KEY)  # the common case: only the action
+    if action is not None:
+        return action
     for field, wt, val in wire.fields(data, *body):
         if field == 1 and wt == 2:
             return val
