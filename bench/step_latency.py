@@ -205,6 +205,15 @@ class _Row:
         self.server_cpu_s = 0.0
         self.last: Any = None
 
+    def round(self, warm: list[int], chunk: list[int], deadline: float) -> None:
+        """One round: warm up (untimed), collect garbage, then time ``chunk``, with the
+        server's CPU over the timed part."""
+        self.run(warm, timed=False, deadline=0.0)
+        gc.collect()
+        server_cpu0 = _cpu_s(self.server_pid)
+        self.run(chunk, timed=True, deadline=deadline)
+        self.server_cpu_s += _cpu_s(self.server_pid) - server_cpu0
+
     def run(self, actions: list[int], timed: bool, deadline: float) -> None:
         step, clock = self.step, time.perf_counter_ns
         if not timed:
@@ -273,11 +282,7 @@ def time_kind(
                 try:
                     # warmed up again, as in the alone layout: it sat idle while the
                     # others ran, and its first steps after a pause are slower
-                    row.run(warm, timed=False, deadline=0.0)
-                    gc.collect()
-                    server_cpu0 = _cpu_s(row.server_pid)
-                    row.run(chunk, timed=True, deadline=deadline)
-                    row.server_cpu_s += _cpu_s(row.server_pid) - server_cpu0
+                    row.round(warm, chunk, deadline)
                 except Exception as e:  # noqa: BLE001
                     errors[row.stack] = f"{type(e).__name__}: {e}"
                     console.print(f"[red]{kind} / {row.stack} failed:[/] {errors[row.stack]}")
@@ -343,11 +348,7 @@ def _time_kind_alone(
                 with STACK_FACTORIES[stack](kind, sock_dir) as (step, pid):
                     row = rows.setdefault(stack, _Row(kind, stack, step, pid))
                     row.step, row.server_pid = step, pid
-                    row.run(warm, timed=False, deadline=0.0)
-                    gc.collect()
-                    server_cpu0 = _cpu_s(pid)
-                    row.run(chunk, timed=True, deadline=deadline)
-                    row.server_cpu_s += _cpu_s(pid) - server_cpu0
+                    row.round(warm, chunk, deadline)
                     _check_obs(kind, stack, row.last)
             except Exception as e:  # noqa: BLE001 - one broken stack must not hide the rest
                 errors[stack] = f"{type(e).__name__}: {e}"
